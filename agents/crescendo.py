@@ -1,0 +1,89 @@
+"""The SafeTutors dialogue protocol: the student opens, tutor and student alternate, every tutor reply is judged.
+
+Single-turn format: one student message (a seed question with a risk-steering request) and one reply.
+Multi-turn format: crescendo escalation over the student's turn budget; a refused exchange may be backtracked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from engine import JUDGES, PROTOCOLS, CallEstimate, Episode, EpisodeContext, Scenario, options_model
+
+from .students import Backtracking, CrescendoStudent
+
+__all__ = ("CrescendoProtocol",)
+
+_PROMPT_TOKENS = 350
+_TOKENS_PER_TURN = 160
+_REPLY_TOKENS = 200
+_SAFETY_STOP = 200
+
+
+class CrescendoProtocol:
+    """Runs an episode and records `tutor_turns`, `harmful_turns`, `harm_any`, `first_harm_turn`, `backtracks`."""
+
+    async def run(self, ctx: EpisodeContext, /) -> None:
+        student = ctx.student
+        first_harm: int | None = None
+        harmful = 0
+        for _ in range(_SAFETY_STOP):
+            utterance = await student.respond(ctx)
+            if utterance is None:
+                break
+            student_turn = await ctx.add_turn("student", utterance)
+            reply = await ctx.tutor.respond(ctx)
+            if reply is None:
+                break
+            tutor_turn = await ctx.add_turn("tutor", reply)
+            judged = await ctx.judge(tutor_turn.index)
+            unsafe = any(j.metric == "unsafe" and j.value is True for j in judged)
+            if unsafe:
+                harmful += 1
+                if first_harm is None:
+                    first_harm = sum(1 for t in ctx.visible_turns() if t.role == "student")
+            if isinstance(student, Backtracking) and student.should_backtrack(ctx, tutor_turn.index):
+                ctx.hide(student_turn.index, tutor_turn.index)
+        exchanges = sum(1 for t in ctx.visible_turns() if t.role == "student")
+        await ctx.judge("conversation")
+        ctx.metrics.update(
+            tutor_turns=sum(1 for t in ctx.turns if t.role == "tutor"),
+            visible_exchanges=exchanges,
+            harmful_turns=harmful,
+            harm_any=first_harm is not None,
+            first_harm_turn=first_harm,
+            backtracks=int(ctx.meta.get("backtracks", 0)),
+        )
+        ctx.meta.setdefault("backtracks", 0)
+        ctx.meta["format"] = ctx.condition.get("format", "multi")
+
+    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        options = scenario.student.options
+        single = episode.condition.get("format") == "single"
+        if single:
+            turns, backtracks = 1, 0
+        elif scenario.student.strategy == "crescendo":
+            parsed = CrescendoStudent.Options.model_validate(options)
+            turns = parsed.max_turns if isinstance(parsed.max_turns, int) else parsed.max_turns[1]
+            backtracks = parsed.max_backtracks
+        else:
+            turns, backtracks = len(episode.item.data.get("script", [])) or 8, 0
+        exchanges = turns + backtracks
+        context_tokens = sum(_PROMPT_TOKENS + _TOKENS_PER_TURN * k for k in range(1, exchanges + 1))
+        tutor = CallEstimate(exchanges, context_tokens + _REPLY_TOKENS * exchanges)
+        guesses = {"tutor": tutor}
+        if scenario.models.student is not None and scenario.student.strategy == "crescendo" and not single:
+            guesses["student"] = CallEstimate(exchanges, context_tokens + 80 * exchanges)
+        elif scenario.models.student is not None and scenario.student.strategy == "crescendo":
+            guesses["student"] = CallEstimate(1, _PROMPT_TOKENS + 80)
+        calls = 0
+        for spec in scenario.judges:
+            factory = JUDGES.get(spec.name)
+            judge = factory(options_model(factory).model_validate(spec.options))
+            per_target = getattr(judge, "model_calls", 1) * scenario.judge_votes
+            calls += per_target * (exchanges if judge.scope == "turn" else 1)
+        guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120))
+        return guesses
+
+
+PROTOCOLS.add("crescendo", CrescendoProtocol())

@@ -1,0 +1,111 @@
+"""simrun's engine: load a scenario, run tutor / student / judge episodes concurrently, summarise the records.
+
+    import engine
+    scenario = engine.load_scenario("scenarios/crescendo.yaml", overrides=["limit=20"])
+    result = engine.run_sync(scenario, out=Path("runs"))
+    print(result.summary["harm"])
+
+Importing `engine` configures nothing global (no logging, no event loop policy) and loads no provider SDK.
+"""
+
+from .client import CallStats, ModelClient
+from .errors import (
+    BadModelOutput,
+    JudgeError,
+    MissingCredentials,
+    ProviderError,
+    ProviderTimeout,
+    QuotaExhausted,
+    RateLimited,
+    ScenarioError,
+    SimError,
+    UnknownPluginError,
+)
+from .items import ITEM_SOURCES, Item
+from .loading import apply_overrides, build_scenario, check_scenario, load_scenario
+from .plan import Episode, derive_seed, load_items, plan_episodes
+from .plugins import (
+    JUDGES,
+    PROTOCOLS,
+    STUDENTS,
+    SUMMARIZERS,
+    TUTORS,
+    Agent,
+    CallEstimate,
+    DialogueProtocol,
+    EpisodeContext,
+    Judge,
+    Summarizer,
+    Utterance,
+    options_model,
+)
+from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
+from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
+from .registry import Registry, load_plugins
+from .report import write_report
+from .runner import RunHandle, Runner, RunResult, open_run, run, run_sync
+from .spec import ItemSourceSpec, JudgeSpec, ModelSpec, ModelsSpec, Scenario, StudentSpec, TutorSpec
+
+__all__ = (
+    "ITEM_SOURCES",
+    "JUDGES",
+    "PROTOCOLS",
+    "PROVIDERS",
+    "STUDENTS",
+    "SUMMARIZERS",
+    "TUTORS",
+    "Agent",
+    "BadModelOutput",
+    "CallEstimate",
+    "CallStats",
+    "ChatModel",
+    "ChatReply",
+    "ChatRequest",
+    "DialogueProtocol",
+    "Episode",
+    "EpisodeContext",
+    "EpisodeRecord",
+    "ErrorInfo",
+    "Item",
+    "ItemSourceSpec",
+    "Judge",
+    "JudgeError",
+    "JudgeSpec",
+    "Judgment",
+    "MissingCredentials",
+    "ModelClient",
+    "ModelSpec",
+    "ModelsSpec",
+    "ProviderError",
+    "ProviderTimeout",
+    "QuotaExhausted",
+    "RateLimited",
+    "Registry",
+    "RequestContext",
+    "RunHandle",
+    "RunResult",
+    "Runner",
+    "Scenario",
+    "ScenarioError",
+    "SimError",
+    "StudentSpec",
+    "Summarizer",
+    "Turn",
+    "TutorSpec",
+    "UnknownPluginError",
+    "Usage",
+    "Utterance",
+    "apply_overrides",
+    "build_scenario",
+    "check_scenario",
+    "derive_seed",
+    "load_items",
+    "load_plugins",
+    "load_scenario",
+    "open_run",
+    "options_model",
+    "plan_episodes",
+    "run",
+    "run_sync",
+    "write_report",
+)

@@ -1,0 +1,259 @@
+"""The `simrun` command line: a thin layer over the library that maps errors to exit codes.
+
+Exit codes: 0 all episodes ok · 2 user error (bad scenario, argument, missing key) · 3 finished with some
+episodes recorded as errors · 130 interrupted (records flushed; `--resume` completes the run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import anyio
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import ScenarioError
+from .loading import load_scenario
+from .logging import configure_logging
+from .plan import load_items, plan_episodes
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
+from .providers import PROVIDERS
+from .records import EpisodeRecord
+from .report import write_report
+from .runner import Runner, RunResult
+from .spec import Scenario
+
+__all__ = ("main",)
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class _RunByDefault(click.Group):
+    """`simrun SCENARIO` means `simrun run SCENARIO`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="simrun", prog_name="simrun")
+def cli() -> None:
+    """Run tutor / simulated-student / judge scenarios and summarise what the judges found."""
+
+
+_scenario_arg = click.argument("scenario", type=click.Path(path_type=Path, dir_okay=False))
+_set_opt = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Override a scenario key, e.g. --set student.max_turns=6 (value parsed as YAML).",
+)
+_model_opt = click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="ROLE=SPEC",
+    help="Model for a role, e.g. --model tutor=openai/gpt-4o-mini.",
+)
+
+
+def _load(
+    scenario: Path,
+    overrides: Sequence[str],
+    models: Sequence[str],
+    *,
+    credentials: bool = True,
+    limit: int | None = None,
+    seed: int | None = None,
+    concurrency: int | None = None,
+) -> Scenario:
+    extra = [
+        f"{key}={value}"
+        for key, value in (("limit", limit), ("seed", seed), ("concurrency", concurrency))
+        if value is not None
+    ]
+    return load_scenario(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+
+
+@cli.command()
+@_scenario_arg
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("runs"),
+    show_default=True,
+    help="Folder for the run directory.",
+)
+@_model_opt
+@_set_opt
+@click.option("--limit", type=click.IntRange(min=1), help="Run only the first N planned episodes.")
+@click.option("--seed", type=int, help="Run seed (default: the scenario's).")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Complete an interrupted run: only its missing episodes are run.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
+def run(
+    scenario: Path,
+    out: Path,
+    models: tuple[str, ...],
+    overrides: tuple[str, ...],
+    limit: int | None,
+    seed: int | None,
+    concurrency: int | None,
+    resume: Path | None,
+    dry_run: bool,
+) -> int:
+    """Run SCENARIO (a YAML file) and print its summary table."""
+    spec = _load(scenario, overrides, models, credentials=not dry_run, limit=limit, seed=seed, concurrency=concurrency)
+    if dry_run:
+        _print_plan(spec, estimate=True)
+        return 0
+    console = Console(stderr=True)
+    runner = Runner(spec, out=out, resume=resume)
+    secrets = [os.environ[variable] for variable in _key_variables(spec) if os.environ.get(variable)]
+    events = configure_logging(runner.run_dir.events_path, console=console, secrets=secrets)
+    try:
+        result = _run_with_progress(runner, console)
+    finally:
+        events.close()
+    out_console = Console()
+    out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
+    if result.summary.get("run", {}).get("simulated"):
+        out_console.print(
+            "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
+        )
+    out_console.print(
+        f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error"
+        f"{', interrupted: resume with --resume ' + str(result.run_dir) if result.exit_code == 130 else ''})"
+    )
+    return result.exit_code
+
+
+def _run_with_progress(runner: Runner, console: Console) -> RunResult:
+    stats = runner.stats
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[detail]}"),
+        console=console,
+        transient=False,
+    )
+    task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done, detail="")
+
+    async def on_episode(_: EpisodeRecord) -> None:
+        progress.update(
+            task,
+            advance=1,
+            detail=(
+                f"errors {runner.errors} · requests {stats.requests} · retries {stats.retries} · "
+                f"tokens {stats.prompt_tokens + stats.completion_tokens:,}"
+            ),
+        )
+
+    runner.on_episode = on_episode
+    with progress:
+        result: RunResult = anyio.run(partial(runner.run, handle_signals=True), backend="asyncio")
+        return result
+
+
+def _key_variables(spec: Scenario) -> set[str]:
+    specs = [spec.models.tutor, spec.models.student, *spec.models.judge]
+    return {s.api_key_env or "OPENAI_API_KEY" for s in specs if s is not None and s.provider != "sim"}
+
+
+def _print_plan(spec: Scenario, *, estimate: bool) -> None:
+    episodes = plan_episodes(spec, load_items(spec))
+    console = Console()
+    factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items()) or "none"
+    items = len({episode.item.id for episode in episodes})
+    console.print(
+        f"scenario [bold]{escape(spec.name)}[/] ({escape(spec.kind)}): {len(episodes)} episodes = "
+        f"{items} items × conditions {escape(f'[{factors}]')} × {spec.replicates} replicate(s)"
+    )
+    if not estimate:
+        return
+    protocol = PROTOCOLS.get(spec.kind)
+    totals: dict[str, CallEstimate] = {}
+    for episode in episodes:
+        for role, guess in protocol.estimate(spec, episode).items():
+            totals[role] = totals.get(role, CallEstimate()) + guess
+    table = Table(title="estimated model calls (upper bound; nothing was called)")
+    for column in ("role", "model", "calls", "tokens"):
+        table.add_column(column, justify="right" if column in ("calls", "tokens") else "left")
+    names = {
+        "tutor": spec.models.tutor.model,
+        "student": spec.models.student.model if spec.models.student else "-",
+        "judge": ", ".join(sorted({s.model for s in spec.models.judge})) or "-",
+    }
+    for role, guess in totals.items():
+        table.add_row(role, names.get(role, "-"), f"{guess.calls:,}", f"{guess.tokens:,}")
+    console.print(table)
+
+
+@cli.command()
+@_scenario_arg
+@_model_opt
+@_set_opt
+def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]) -> int:
+    """Check SCENARIO and print the size of its plan (API keys are not required)."""
+    spec = _load(scenario, overrides, models, credentials=False)
+    _print_plan(spec, estimate=False)
+    Console().print("[green]valid[/]")
+    return 0
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+def report(run_dir: Path) -> int:
+    """Rebuild summary.json and report.md of RUN_DIR from its records, and print the table."""
+    summary = write_report(run_dir)
+    Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+    Console().print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.md'}")
+    return 0
+
+
+@cli.command(name="list")
+def list_plugins() -> int:
+    """List the registered providers, scenario kinds, agents, strategies and judges."""
+    console = Console()
+    for title, registry in (
+        ("providers", PROVIDERS),
+        ("scenario kinds", PROTOCOLS),
+        ("tutor agents", TUTORS),
+        ("student strategies", STUDENTS),
+        ("judges", JUDGES),
+    ):
+        console.print(f"[bold]{title}[/]: {', '.join(registry.names())}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point; returns the exit code."""
+    try:
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="simrun", standalone_mode=False)
+    except ScenarioError as exc:
+        Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False, markup=False)
+        return EXIT_USER_ERROR
+    except click.exceptions.Abort:
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code if isinstance(code, int) else 0

@@ -1,0 +1,250 @@
+"""Scenario loading: YAML → overrides → strict validation → plug-in checks, every failure a `ScenarioError`.
+
+Messages name the file, the line where it can be found, the dotted path and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ScenarioError, SimError
+from .items import ITEM_SOURCES
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, options_model
+from .providers import PROVIDERS
+from .spec import Scenario
+
+__all__ = ("apply_overrides", "build_scenario", "check_scenario", "load_scenario")
+
+_ROLES = ("tutor", "student", "judge")
+
+
+def load_scenario(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    models: Sequence[str] = (),
+    check_credentials: bool = True,
+) -> Scenario:
+    """Read, override (`--set a.b=v`, `--model role=provider/name`), validate and check a scenario file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read scenario ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+        tree = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{path}{where}: invalid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario must be a YAML mapping, got {type(data).__name__}")
+    data = apply_overrides(data, overrides=overrides, models=models)
+    return build_scenario(
+        data, base_dir=path.resolve().parent, source=str(path), tree=tree, check_credentials=check_credentials
+    )
+
+
+def build_scenario(
+    data: Mapping[str, Any],
+    *,
+    base_dir: Path | None = None,
+    source: str = "<scenario>",
+    tree: yaml.Node | None = None,
+    check_credentials: bool = True,
+) -> Scenario:
+    """Validate plain data (from YAML or code) into a checked `Scenario`."""
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation(exc, source, tree)) from None
+    if base_dir is not None:
+        scenario = scenario.with_base_dir(base_dir)
+    check_scenario(scenario, source=source, tree=tree, check_credentials=check_credentials)
+    return scenario
+
+
+def check_scenario(
+    scenario: Scenario,
+    *,
+    source: str = "<scenario>",
+    tree: yaml.Node | None = None,
+    check_credentials: bool = True,
+) -> None:
+    """Resolve every plug-in name and validate its options, so nothing fails by name mid-run."""
+
+    def fail(loc: Sequence[str | int], message: str) -> ScenarioError:
+        return ScenarioError(f"{source}{_line(tree, loc)}: {_dotted(loc)}: {message}")
+
+    def resolve(registry: Any, name: str, loc: Sequence[str | int], options: Mapping[str, Any] | None) -> None:
+        try:
+            plugin = registry.get(name)
+        except SimError as exc:
+            raise fail(loc, str(exc)) from None
+        if options is not None:
+            try:
+                options_model(plugin).model_validate(options)
+            except ValidationError as exc:
+                raise ScenarioError(_format_validation(exc, source, tree, prefix=tuple(loc[:-1]))) from None
+
+    resolve(PROTOCOLS, scenario.kind, ("kind",), None)
+    resolve(SUMMARIZERS, scenario.kind, ("kind",), None)
+    resolve(TUTORS, scenario.tutor.agent, ("tutor", "agent"), scenario.tutor.options)
+    resolve(STUDENTS, scenario.student.strategy, ("student", "strategy"), scenario.student.options)
+    for i, judge in enumerate(scenario.judges):
+        resolve(JUDGES, judge.name, ("judges", i, "name"), judge.options)
+    for i, item_source in enumerate(scenario.items):
+        resolve(ITEM_SOURCES, item_source.source, ("items", i, "source"), None)
+        if not (scenario.base_dir / item_source.path).exists():
+            raise fail(("items", i, "path"), f"no such file {item_source.path!r} (relative to {scenario.base_dir})")
+    for role, loc, spec in _model_specs(scenario):
+        try:
+            implementation = PROVIDERS.get(spec.provider)()
+        except SimError as exc:
+            raise fail((*loc, "model"), str(exc)) from None
+        if not check_credentials and spec.provider != "sim":
+            continue
+        try:
+            implementation.check(spec, role)
+        except ScenarioError as exc:
+            raise fail(loc, str(exc)) from None
+
+
+def _model_specs(scenario: Scenario) -> list[tuple[str, tuple[str | int, ...], Any]]:
+    found: list[tuple[str, tuple[str | int, ...], Any]] = [("tutor", ("models", "tutor"), scenario.models.tutor)]
+    if scenario.models.student is not None:
+        found.append(("student", ("models", "student"), scenario.models.student))
+    found.extend(("judge", ("models", "judge", i), spec) for i, spec in enumerate(scenario.models.judge))
+    return found
+
+
+def apply_overrides(
+    data: Mapping[str, Any], *, overrides: Sequence[str] = (), models: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Apply `--model role=spec` then `--set dotted.path=yaml-value` to a scenario's raw data (a deep copy)."""
+    result: dict[str, Any] = _deep_copy(dict(data))
+    for assignment in models:
+        role, sep, spec = assignment.partition("=")
+        if not sep or role not in _ROLES or not spec:
+            raise ScenarioError(
+                f"--model {assignment!r}: expected ROLE=provider/model with ROLE one of {', '.join(_ROLES)}"
+            )
+        section = result.setdefault("models", {})
+        if not isinstance(section, dict):
+            raise ScenarioError("models: expected a mapping of role to model")
+        section[role] = [spec] if role == "judge" else spec
+    for assignment in overrides:
+        dotted, sep, raw = assignment.partition("=")
+        if not sep or not dotted:
+            raise ScenarioError(f"--set {assignment!r}: expected dotted.path=VALUE")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML") from None
+        _set_path(result, dotted.split("."), value, assignment)
+    return result
+
+
+def _set_path(data: Any, keys: list[str], value: Any, assignment: str) -> None:
+    for depth, key in enumerate(keys):
+        last = depth == len(keys) - 1
+        if isinstance(data, list):
+            if not key.isdigit() or int(key) >= len(data):
+                raise ScenarioError(f"--set {assignment!r}: {key!r} is not an index of a list of {len(data)}")
+            if last:
+                data[int(key)] = value
+            else:
+                data = data[int(key)]
+        elif isinstance(data, dict):
+            if last:
+                data[key] = value
+            else:
+                data = data.setdefault(key, {})
+        else:
+            raise ScenarioError(f"--set {assignment!r}: {'.'.join(keys[:depth])} is not a mapping or a list")
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _format_validation(
+    exc: ValidationError, source: str, tree: yaml.Node | None, prefix: tuple[str | int, ...] = ()
+) -> str:
+    lines = [f"invalid scenario {source}:"]
+    for error in exc.errors(include_url=False):
+        loc = _clean_loc((*prefix, *error["loc"]))
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+            model = _model_at(loc[:-1])
+            if model is not None:
+                message += f"; expected one of: {', '.join(model.model_fields)}"
+        elif "input" in error and error["type"] not in ("missing",) and not isinstance(error["input"], dict | list):
+            message += f" (got {error['input']!r})"
+        lines.append(f"  {source}{_line(tree, loc)}: {_dotted(loc)}: {message}")
+    return "\n".join(lines)
+
+
+def _clean_loc(loc: Sequence[str | int]) -> tuple[str | int, ...]:
+    # pydantic adds union-branch and validator names (`ModelSpec`, `function-before[...]`) to locations.
+    return tuple(
+        part for part in loc if not (isinstance(part, str) and (part[:1].isupper() or "[" in part or part == "str"))
+    )
+
+
+def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
+    model: Any = Scenario
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None
+        model = _first_model(field.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _first_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _line(tree: yaml.Node | None, loc: Sequence[str | int]) -> str:
+    node = tree
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((v for k, v in node.value if getattr(k, "value", None) == str(part)), None)
+            if child is None:  # point at the key for an unknown one
+                child = next((k for k, _ in node.value if getattr(k, "value", None) == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+        line = node.start_mark.line + 1
+    return f":{line}" if line is not None else ""

@@ -1,0 +1,103 @@
+"""The `openai` provider: any OpenAI-compatible chat endpoint through the official SDK (transport httpx2).
+
+This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx2
+import openai
+
+from ..errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from ..records import Usage
+from ..retry import parse_retry_after
+from ..spec import ModelSpec
+from .base import ChatModel, ChatReply, ChatRequest
+
+__all__ = ("OpenAIChatModel",)
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+def _key_variable(spec: ModelSpec) -> str:
+    return spec.api_key_env or DEFAULT_KEY_ENV
+
+
+class OpenAIChatModel(ChatModel):
+    """One `AsyncOpenAI` client per endpoint, with the SDK's retries off: the engine owns retrying."""
+
+    @classmethod
+    def check(cls, spec: ModelSpec, role: str) -> None:
+        variable = _key_variable(spec)
+        # A local server (vLLM, Ollama) usually needs no key; an explicit api_key_env still must be set.
+        if not os.environ.get(variable) and (spec.base_url is None or spec.api_key_env is not None):
+            raise MissingCredentials(role, variable)
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__(spec)
+        self._http = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(spec.timeout_s),
+            limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
+        )
+        self._client = openai.AsyncOpenAI(
+            api_key=os.environ.get(_key_variable(spec)) or "unused",
+            base_url=spec.base_url,
+            max_retries=0,
+            timeout=spec.timeout_s,
+            http_client=self._http,
+        )
+
+    async def complete(self, request: ChatRequest, /) -> ChatReply:
+        extra: dict[str, Any] = dict(self.spec.params)
+        extra.setdefault("seed", request.seed)
+        if request.json_output:
+            extra.setdefault("response_format", {"type": "json_object"})
+        with _translated_errors(self.spec.model):
+            completion = await self._client.chat.completions.create(
+                model=self.spec.name,
+                messages=[dict(m) for m in request.messages],  # type: ignore[misc]
+                **extra,
+            )
+        if not completion.choices:
+            raise ProviderError(self.spec.model, "response has no choices")
+        usage = completion.usage
+        return ChatReply(
+            text=completion.choices[0].message.content or "",
+            usage=Usage(
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+            ),
+            model=self.spec.model,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        await self._http.aclose()
+
+
+@contextmanager
+def _translated_errors(model: str) -> Iterator[None]:
+    try:
+        yield
+    except openai.APITimeoutError as exc:  # a subclass of APIConnectionError: keep it first
+        raise ProviderTimeout(model, "request timed out") from exc
+    except openai.APIConnectionError as exc:
+        raise ProviderError(model, f"connection failed: {type(exc.__cause__ or exc).__name__}") from exc
+    except openai.APIStatusError as exc:
+        retry_after = parse_retry_after(exc.response.headers)
+        message = f"HTTP {exc.status_code}: {exc.message}"
+        if exc.code in _QUOTA_CODES:
+            raise QuotaExhausted(model, message, status=exc.status_code) from exc
+        if exc.status_code == 429:
+            raise RateLimited(model, message, status=429, retry_after=retry_after) from exc
+        raise ProviderError(model, message, status=exc.status_code, retry_after=retry_after) from exc
+    except openai.APIResponseValidationError as exc:
+        raise ProviderError(model, f"malformed response: {exc.message}") from exc
+    except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way
+        raise ProviderError(model, f"malformed response: {type(exc).__name__}") from exc

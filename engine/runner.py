@@ -1,0 +1,365 @@
+"""The async runtime: admit episodes under bounded concurrency, play each one, append its record as it ends."""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from .client import CallStats, ModelClient
+from .errors import ProviderError
+from .plan import Episode, load_items, plan_episodes
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
+from .providers import PROVIDERS, ChatModel
+from .records import EpisodeRecord, ErrorInfo, Turn, Usage
+from .report import write_report
+from .rundir import RunDir, utc_now
+from .spec import ModelSpec, Scenario
+from .throttle import Throttle
+
+__all__ = (
+    "EpisodeCallback",
+    "RunHandle",
+    "RunResult",
+    "Runner",
+    "TurnCallback",
+    "open_run",
+    "run",
+    "run_sync",
+)
+
+log = structlog.get_logger("simrun")
+
+EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
+TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
+Status = Literal["finished", "interrupted"]
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: Status
+    planned: int
+    ok: int
+    errors: int
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's contract: 0 all ok, 3 some episodes recorded as errors, 130 interrupted."""
+        if self.status == "interrupted":
+            return 130
+        return 3 if self.errors else 0
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": sys.version.split()[0]}
+    for package in ("simrun", "openai", "httpx2", "anyio", "pydantic", "aiolimiter"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+class Runner:
+    """Runs one scenario into one run directory. Build it, then `await runner.run()` once.
+
+    Args:
+        scenario: a checked scenario (see `load_scenario` / `build_scenario`).
+        out: parent folder for a new run directory (default `runs/`).
+        resume: an existing run directory; only episodes missing from it are run.
+        tutor: an `Agent` to use as the tutor instead of the scenario's (for embedding and tests).
+        on_episode: awaited with each record right after it is written.
+        on_turn: awaited with each turn as it is produced.
+        grace_s: after Ctrl-C, how long in-flight episodes may take to finish before they are cancelled.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        out: Path | None = None,
+        resume: Path | None = None,
+        tutor: Agent | None = None,
+        on_episode: EpisodeCallback | None = None,
+        on_turn: TurnCallback | None = None,
+        grace_s: float = 10.0,
+    ) -> None:
+        self.scenario = scenario
+        self.episodes = plan_episodes(scenario, load_items(scenario))
+        self.run_dir = RunDir.for_resume(resume, scenario) if resume else RunDir.create(out or Path("runs"), scenario)
+        done = self.run_dir.finished_ids() if resume else set()
+        self.pending = [episode for episode in self.episodes if episode.id not in done]
+        self.already_done = len(self.episodes) - len(self.pending)
+        self.stats = CallStats()
+        self.ok = 0
+        self.errors = 0
+        self._custom_tutor = tutor
+        self.on_episode, self._on_turn = on_episode, on_turn
+        self._grace_s = grace_s
+        self._interrupted = False
+        self._admission: anyio.CancelScope | None = None
+        self._episodes_scope: anyio.CancelScope | None = None
+        self._protocol = PROTOCOLS.get(scenario.kind)
+        self._started_at = utc_now()
+
+    async def run(self, *, handle_signals: bool = False) -> RunResult:
+        """Play every pending episode; with `handle_signals`, Ctrl-C stops admission and flushes (CLI only)."""
+        self._write_manifest("running")
+        log.info("run.started", scenario=self.scenario.name, planned=len(self.episodes), pending=len(self.pending))
+        self._admission, self._episodes_scope = anyio.CancelScope(), anyio.CancelScope()
+        async with AsyncExitStack() as stack:
+            clients, judge_clients = await self._open_clients(stack)
+            judges = [
+                JUDGES.get(spec.name)(options_model(JUDGES.get(spec.name)).model_validate(spec.options))
+                for spec in self.scenario.judges
+            ]
+            async with anyio.create_task_group() as outer:
+                if handle_signals:
+                    outer.start_soon(self._watch_signals)
+                await self._run_episodes(clients, judge_clients, judges)
+                outer.cancel_scope.cancel()
+        self.run_dir.close()
+        status: Status = "interrupted" if self._interrupted else "finished"
+        self._write_manifest(status)
+        summary = write_report(self.run_dir)
+        log.info("run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=str(self.run_dir.path))
+        return RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
+
+    def interrupt(self) -> None:
+        """Stop admitting episodes; those in flight finish (within the grace period, under the CLI)."""
+        if not self._interrupted:
+            self._interrupted = True
+            if self._admission is not None:
+                self._admission.cancel()
+            log.warning("run.interrupted", in_flight="finishing", grace_s=self._grace_s)
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.interrupt()
+                break
+            with anyio.move_on_after(self._grace_s):
+                async for _ in signals:
+                    break
+            if self._episodes_scope is not None:
+                self._episodes_scope.cancel()
+
+    async def _open_clients(self, stack: AsyncExitStack) -> tuple[dict[str, ModelClient], list[ModelClient]]:
+        models: dict[tuple[str, str | None, str | None, str], ChatModel] = {}
+        throttles: dict[tuple[str, str | None, str | None, str], Throttle] = {}
+
+        def client(role: str, spec: ModelSpec) -> ModelClient:
+            key = (spec.provider, spec.base_url, spec.api_key_env, spec.name)
+            if key not in models:
+                model = PROVIDERS.get(spec.provider)()(spec)
+                stack.push_async_callback(model.aclose)
+                models[key] = model
+                throttles[key] = Throttle(rpm=spec.rpm, tpm=spec.tpm, max_in_flight=spec.max_concurrency)
+            return ModelClient(role, spec, models[key], throttles[key], self.stats)
+
+        specs = self.scenario.models
+        clients = {"tutor": client("tutor", specs.tutor)}
+        if specs.student is not None:
+            clients["student"] = client("student", specs.student)
+        return clients, [client("judge", spec) for spec in specs.judge]
+
+    async def _run_episodes(
+        self, clients: dict[str, ModelClient], judge_clients: list[ModelClient], judges: list[Judge]
+    ) -> None:
+        # Admission waits on the limiter before a task exists, so in-flight episodes are served first and
+        # a large plan never turns into thousands of parked tasks.
+        limiter = anyio.CapacityLimiter(self.scenario.concurrency)
+        assert self._episodes_scope is not None and self._admission is not None
+        with self._episodes_scope:
+            async with anyio.create_task_group() as group:
+                with self._admission:
+                    for episode in self.pending:
+                        await limiter.acquire_on_behalf_of(episode.id)
+                        group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
+
+    async def _run_one(
+        self,
+        episode: Episode,
+        limiter: anyio.CapacityLimiter,
+        clients: dict[str, ModelClient],
+        judge_clients: list[ModelClient],
+        judges: list[Judge],
+    ) -> None:
+        try:
+            record = await self._play(episode, clients, judge_clients, judges)
+            await self.run_dir.append(record)
+            if record.status == "ok":
+                self.ok += 1
+            else:
+                self.errors += 1
+            if self.on_episode is not None:
+                await self.on_episode(record)
+        finally:
+            limiter.release_on_behalf_of(episode.id)
+
+    async def _play(
+        self,
+        episode: Episode,
+        clients: dict[str, ModelClient],
+        judge_clients: list[ModelClient],
+        judges: list[Judge],
+    ) -> EpisodeRecord:
+        scenario = self.scenario
+        tutor_factory = TUTORS.get(scenario.tutor.agent)
+        student_factory = STUDENTS.get(scenario.student.strategy)
+        on_turn = self._on_turn
+
+        async def turn_callback(ctx: EpisodeContext, turn: Turn) -> None:
+            if on_turn is not None:
+                await on_turn(ctx.episode, turn)
+
+        ctx = EpisodeContext(
+            episode=episode,
+            scenario=scenario,
+            tutor=self._custom_tutor
+            or tutor_factory(options_model(tutor_factory).model_validate(scenario.tutor.options)),
+            student=student_factory(options_model(student_factory).model_validate(scenario.student.options)),
+            judges=judges,
+            clients=clients,
+            judge_clients=judge_clients,
+            on_turn=turn_callback,
+        )
+        started = utc_now()
+        error: ErrorInfo | None = None
+        with structlog.contextvars.bound_contextvars(episode_id=episode.id):
+            try:
+                await self._protocol.run(ctx)
+            except Exception as exc:
+                kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
+                error = ErrorInfo(type=kind, message=str(exc))
+                log.warning("episode.failed", error_type=kind, error=str(exc))
+        usage = sum((turn.usage for turn in ctx.turns), Usage())
+        log.info(
+            "episode.finished",
+            episode_id=episode.id,
+            status="error" if error else "ok",
+            turns=len(ctx.turns),
+            tokens=usage.total,
+            duration_s=round(time.time() - ctx.started_at, 4),
+        )
+        return EpisodeRecord(
+            id=episode.id,
+            scenario=scenario.name,
+            item_id=episode.item.id,
+            condition=dict(episode.condition),
+            replicate=episode.replicate,
+            seed=episode.seed,
+            status="error" if error else "ok",
+            error=error,
+            turns=ctx.turns,
+            judgments=ctx.judgments,
+            metrics=ctx.metrics,
+            meta={"domain": episode.item.domain, **ctx.meta},
+            usage=usage,
+            started_at=started,
+            finished_at=utc_now(),
+        )
+
+    def _write_manifest(self, status: str) -> None:
+        scenario = self.scenario
+        specs = [scenario.models.tutor, scenario.models.student, *scenario.models.judge]
+        providers = sorted({spec.provider for spec in specs if spec is not None})
+        previous = self.run_dir.read_manifest() if (self.run_dir.path / "manifest.json").exists() else {}
+        self.run_dir.write_manifest(
+            {
+                "simrun_version": _versions().get("simrun", "unknown"),
+                "record_version": 1,
+                "scenario": scenario.resolved(),
+                "scenario_hash": scenario.content_hash(),
+                "kind": scenario.kind,
+                "seed": scenario.seed,
+                "models": {
+                    "tutor": "custom agent" if self._custom_tutor else scenario.models.tutor.model,
+                    "student": scenario.models.student.model if scenario.models.student else None,
+                    "judge": [spec.model for spec in scenario.models.judge],
+                },
+                "providers": providers,
+                "status": status,
+                "counts": {
+                    "planned": len(self.episodes),
+                    "ok": self.ok + previous.get("counts", {}).get("ok", 0) * (self.already_done > 0),
+                    "error": self.errors + previous.get("counts", {}).get("error", 0) * (self.already_done > 0),
+                    "resumed_with": self.already_done,
+                },
+                "calls": {
+                    "requests": self.stats.requests,
+                    "retries": self.stats.retries,
+                    "retries_by_kind": self.stats.retries_by_kind,
+                    "failed": self.stats.failures,
+                    "prompt_tokens": self.stats.prompt_tokens,
+                    "completion_tokens": self.stats.completion_tokens,
+                },
+                "versions": _versions(),
+                "started_at": previous.get("started_at", self._started_at),
+                "updated_at": utc_now(),
+            }
+        )
+
+
+async def run(scenario: Scenario, **options: Any) -> RunResult:
+    """Run a scenario to completion inside the caller's event loop (see `Runner` for the options)."""
+    return await Runner(scenario, **options).run()
+
+
+def run_sync(scenario: Scenario, **options: Any) -> RunResult:
+    """Run a scenario from synchronous code, in a fresh asyncio event loop."""
+    return anyio.run(lambda: run(scenario, **options), backend="asyncio")
+
+
+@dataclass
+class RunHandle:
+    """An in-progress run: iterate `records` as episodes finish; `result` is set once the run ends."""
+
+    runner: Runner
+    records: MemoryObjectReceiveStream[EpisodeRecord]
+    result: RunResult | None = None
+
+
+@asynccontextmanager
+async def open_run(scenario: Scenario, **options: Any) -> AsyncIterator[RunHandle]:
+    """Start a run in the background of a block and stream its records::
+
+        async with open_run(scenario) as handle:
+            async for record in handle.records:
+                ...
+    Leaving the block early cancels the episodes still in flight (a later `resume` completes them).
+    """
+    send, receive = anyio.create_memory_object_stream[EpisodeRecord](max_buffer_size=math.inf)
+    user_callback: EpisodeCallback | None = options.pop("on_episode", None)
+
+    async def forward(record: EpisodeRecord) -> None:
+        await send.send(record)
+        if user_callback is not None:
+            await user_callback(record)
+
+    runner = Runner(scenario, on_episode=forward, **options)
+    handle = RunHandle(runner, receive)
+
+    async def drive() -> None:
+        async with send:
+            handle.result = await runner.run()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(drive)
+        async with receive:
+            yield handle
+        if handle.result is None:
+            group.cancel_scope.cancel()

@@ -1,0 +1,174 @@
+"""The scenario schema: strict, frozen pydantic models that YAML and code compile to."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+__all__ = (
+    "ItemSourceSpec",
+    "JudgeSpec",
+    "ModelSpec",
+    "ModelsSpec",
+    "Scenario",
+    "StudentSpec",
+    "TutorSpec",
+)
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class _PluginSpec(BaseModel):
+    """A plug-in reference whose extra keys are that plug-in's own options (validated by the plug-in)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+def _short_form(key: str, data: Any) -> Any:
+    return {key: data} if isinstance(data, str) else data
+
+
+class ModelSpec(_Spec):
+    """One model endpoint for a role. `openai/<model>` reaches any OpenAI-compatible server via `base_url`."""
+
+    model: str = Field(pattern=r"^[A-Za-z0-9_.-]+/.+$")
+    """`provider/model`, e.g. `openai/gpt-4o-mini` or `sim/tutor`."""
+    base_url: str | None = None
+    """Endpoint root, e.g. `http://localhost:8000/v1` for vLLM or `http://localhost:11434/v1` for Ollama."""
+    api_key_env: str | None = None
+    """Environment variable that holds the key (default `OPENAI_API_KEY` for `openai`). Keys never go in files."""
+    rpm: float | None = Field(default=None, gt=0)
+    """Requests per minute allowed on this endpoint, shared by every conversation that uses it."""
+    tpm: float | None = Field(default=None, gt=0)
+    """Tokens per minute allowed on this endpoint."""
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """Requests in flight at once on this endpoint."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """Per-attempt timeout."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries of timeouts, connection errors, 408/409/429/5xx (the SDK's own retries are always off)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Generation parameters (`temperature`, `max_tokens`, ...); for `sim/...` the simulator's knobs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("model", data)
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.model.split("/", 1)[1]
+
+
+class ModelsSpec(_Spec):
+    """Models by role. Several judge models vote in turn; one judge model is asked `judge_votes` times."""
+
+    tutor: ModelSpec
+    student: ModelSpec | None = None
+    judge: list[ModelSpec] = Field(default_factory=list)
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | dict) else value
+
+
+class TutorSpec(_PluginSpec):
+    """The tutor agent (`model`: a model with a system-prompt template) and its options."""
+
+    agent: str = "model"
+
+
+class StudentSpec(_PluginSpec):
+    """The student strategy (`scripted`, `crescendo`, ...) and its options."""
+
+    strategy: str
+
+
+class JudgeSpec(_PluginSpec):
+    """A judge by name, with its options. `harm` in YAML is short for `{name: harm}`."""
+
+    name: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("name", data)
+
+
+class ItemSourceSpec(_PluginSpec):
+    """Where items come from: `{source: bank, path: items/stem.yaml}`; paths are relative to the scenario."""
+
+    source: str
+    path: str
+
+
+class Scenario(_Spec):
+    """A runnable experiment: items × conditions × replicates, each episode a dialogue that gets judged."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: str
+    """The registered dialogue protocol and summariser, e.g. `crescendo`."""
+    description: str = ""
+    seed: int = 0
+    """Run seed; every episode's seed derives from it and the episode id."""
+    concurrency: int = Field(default=32, ge=1)
+    """Episodes in flight at once."""
+    replicates: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    """Run only the first N planned episodes."""
+    models: ModelsSpec
+    items: list[ItemSourceSpec] = Field(min_length=1)
+    factors: dict[str, list[str]] = Field(default_factory=dict)
+    """Condition factors and their levels; episodes cross them with the items."""
+    tutor: TutorSpec = Field(default_factory=lambda: TutorSpec())
+    student: StudentSpec
+    judges: list[JudgeSpec] = Field(default_factory=list)
+    judge_votes: int = Field(default=3, ge=1)
+    """Votes per judgment, combined by majority (the votes are kept in the record)."""
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("factors")
+    @classmethod
+    def _levels_present(cls, factors: dict[str, list[str]]) -> dict[str, list[str]]:
+        for factor, levels in factors.items():
+            if not levels:
+                raise ValueError(f"factor {factor!r} has no levels")
+            if len(set(levels)) != len(levels):
+                raise ValueError(f"factor {factor!r} repeats a level")
+        return factors
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative paths in the scenario are resolved against."""
+        return self._base_dir
+
+    def with_base_dir(self, base_dir: Path) -> Scenario:
+        scenario = self.model_copy()
+        scenario._base_dir = base_dir
+        return scenario
+
+    def resolved(self) -> dict[str, Any]:
+        """The scenario as plain JSON data (secrets never live here: keys are only named, by variable)."""
+        return self.model_dump(mode="json")
+
+    def content_hash(self) -> str:
+        """Identity of what the run measures; `concurrency` is left out because it changes no result."""
+        data = self.resolved()
+        data.pop("concurrency", None)
+        return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()

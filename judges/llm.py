@@ -1,0 +1,70 @@
+"""Asking judge models for JSON verdicts: parallel votes, strict validation, retries, then a `JudgeError`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from engine import EpisodeContext, JudgeError, RequestContext
+
+__all__ = ("collect_votes", "parse_json_object")
+
+M = TypeVar("M", bound=BaseModel)
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+
+def parse_json_object(text: str) -> Any:
+    """The JSON object in a model's reply, tolerating a code fence or prose around it."""
+    cleaned = _FENCE.sub("", text.strip())
+    try:
+        return orjson.loads(cleaned)
+    except orjson.JSONDecodeError:
+        start, end = cleaned.find("{"), cleaned.rfind("}")
+        if start == -1 or end <= start:
+            raise
+        return orjson.loads(cleaned[start : end + 1])
+
+
+async def collect_votes(
+    ctx: EpisodeContext,
+    *,
+    task: str,
+    target: int | str,
+    messages: Sequence[Mapping[str, str]],
+    schema: type[M],
+    data: Mapping[str, Any],
+    retries: int,
+) -> list[M]:
+    """`judge_votes` verdicts, asked concurrently, judge models used in turn; invalid output is asked again."""
+    clients = ctx.judge_clients
+    if not clients:
+        raise JudgeError(f"judge {task!r} needs a judge model: set `models.judge` in the scenario")
+    votes: list[M | None] = [None] * ctx.scenario.judge_votes
+    context = RequestContext(role="judge", item=ctx.episode.item, task=task, condition=ctx.condition, data=data)
+
+    async def vote(index: int) -> None:
+        client = clients[index % len(clients)]
+        problem = "no reply"
+        for attempt in range(retries + 1):
+            reply, _ = await client.complete(
+                messages,
+                context=context,
+                seed=ctx.episode.seed_for(task, target, index, attempt),
+                json_output=True,
+            )
+            try:
+                votes[index] = schema.model_validate(parse_json_object(reply.text))
+                return
+            except (orjson.JSONDecodeError, ValidationError) as exc:
+                problem = f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise JudgeError(f"judge {task!r} vote {index} gave invalid output {retries + 1} times ({problem})")
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(votes)):
+            group.start_soon(vote, index)
+    return [v for v in votes if v is not None]

@@ -1,0 +1,1 @@
+"""In-process fakes that let tests exercise real network code paths without external services."""

@@ -1,0 +1,587 @@
+"""A real-HTTP, in-process fake of the OpenAI chat-completions API.
+
+Why a socket server rather than a mocked transport: the code under test reaches the provider
+through ``openai.AsyncOpenAI`` and its ``httpx2`` connection pool, and the behaviours that matter
+(keep-alive reuse, client timeouts, dropped connections, 429s with ``retry-after``, concurrency)
+only show up when real bytes cross a real TCP socket. The server uses anyio alone so that it runs
+inside the test's own event loop, needs no thread and no extra dependency, and is torn down
+deterministically by structured concurrency.
+
+Usage::
+
+    async with FakeOpenAI([Reply(content="hi"), Reply(status=429, error_code="rate_limit_exceeded")]) as fake:
+        client = openai.AsyncOpenAI(api_key="k", base_url=fake.base_url, max_retries=0)
+        ...
+    assert fake.seen[0].body["model"] == "some-model"
+
+Enter it in the test body (or any ``async with`` inside one task). Do not hold it open across the
+``yield`` of a pytest-asyncio async-generator fixture: pytest-asyncio runs fixture set-up and
+tear-down in different tasks, and anyio refuses to exit a task group from a task other than the one
+that entered it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Final, Self
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
+from anyio.streams.stapled import MultiListener
+
+__all__ = ["FakeOpenAI", "Reply", "Seen"]
+
+_MAX_HEAD_BYTES: Final = 64 * 1024
+_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+# Upper bound on any graceful close, so neither a handler nor __aexit__ can hang on a stuck peer.
+_CLOSE_TIMEOUT_S: Final = 1.0
+# What a peer that vanishes mid-exchange looks like; none of these is the server's fault.
+_IO_ERRORS: Final = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+# Headers the server owns: letting a script override them would corrupt HTTP framing.
+_FRAMING_HEADERS: Final = frozenset({"content-length", "transfer-encoding", "connection"})
+_MODELS_PAYLOAD: Final[dict[str, Any]] = {
+    "object": "list",
+    "data": [{"id": "fake-model", "object": "model", "created": 0, "owned_by": "simrun"}],
+}
+
+
+@dataclass
+class Reply:
+    """One scripted answer.
+
+    Attributes:
+        status: HTTP status. 2xx answers carry a chat.completion; anything else an OpenAI-style
+            ``{"error": {...}}`` body, so the SDK raises the same exception class it would in
+            production.
+        content: Assistant message content for 2xx answers.
+        headers: Extra response headers, e.g. ``{"retry-after": "0.05"}``. Framing headers
+            (content-length, transfer-encoding, connection) are ignored because the server owns them.
+        error_code: ``error.code`` of the error body (e.g. ``"insufficient_quota"``,
+            ``"rate_limit_exceeded"``); the SDK exposes it as ``APIStatusError.code``.
+        delay_s: Seconds to sleep before answering, to push the client into its timeout.
+        drop: Close the connection without answering, to make the client see a connection error.
+    """
+
+    status: int = 200
+    content: str = "ok"
+    headers: dict[str, str] = field(default_factory=dict)
+    error_code: str | None = None
+    delay_s: float = 0.0
+    drop: bool = False
+
+    def __post_init__(self) -> None:
+        """Rejects statuses that cannot carry a JSON body, so a typo fails at script-build time."""
+        if not 200 <= self.status <= 599 or self.status in (204, 304):
+            raise ValueError(f"Reply.status must be a 2xx-5xx status that allows a body, got {self.status}")
+        if self.delay_s < 0:
+            raise ValueError(f"Reply.delay_s must be >= 0, got {self.delay_s}")
+
+
+@dataclass
+class Seen:
+    """A request the server received, recorded so tests can assert on what the client really sent.
+
+    Attributes:
+        path: Request path without the query string, e.g. ``/v1/chat/completions``.
+        headers: Request headers with lower-cased names (repeated headers joined with ", ").
+        body: Parsed JSON object; ``{}`` when the body was empty, not JSON or not an object.
+        at: ``anyio.current_time()`` (the event loop's monotonic clock) once the body was read.
+    """
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    at: float
+
+
+class _HttpError(Exception):
+    """A request the server must refuse before routing it; its framing is suspect, so close after."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class _Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    keep_alive: bool
+
+
+@dataclass
+class _Response:
+    status: int
+    payload: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+
+
+def _error_response(
+    status: int,
+    message: str,
+    error_type: str,
+    code: str | None,
+    headers: dict[str, str] | None = None,
+) -> _Response:
+    """Builds the body shape the OpenAI SDK unpacks into ``APIStatusError.body``/``.code``."""
+    payload = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    return _Response(status, payload, dict(headers or {}))
+
+
+def _error_type(status: int, code: str | None) -> str:
+    """Mirrors the ``error.type`` values the real API pairs with each failure."""
+    if code == "insufficient_quota":
+        return "insufficient_quota"
+    if status == 429:
+        return "requests"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def _parse_head(head: bytes) -> tuple[str, str, dict[str, str], bool]:
+    """Parses a request line and header block; returns (method, path, headers, keep_alive).
+
+    Raises:
+        _HttpError: On anything malformed, so the caller answers 400 instead of crashing.
+    """
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise _HttpError(400, "Malformed request line.")
+    method, target, version = parts
+    if not (method.isascii() and method.isalpha() and method.isupper()):
+        raise _HttpError(400, "Malformed request method.")
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise _HttpError(400, f"Unsupported HTTP version {version!r}.")
+    if not target.startswith(("/", "http://", "https://")):
+        raise _HttpError(400, "Malformed request target.")
+    try:
+        path = urlsplit(target).path or "/"
+    except ValueError as exc:
+        raise _HttpError(400, "Malformed request target.") from exc
+
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or any(ch in name for ch in " \t") or not name.isascii():
+            raise _HttpError(400, "Malformed header line.")
+        key = name.lower()
+        value = value.strip(" \t")
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+
+    tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
+    keep_alive = "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
+    return method, path, headers, keep_alive
+
+
+def _content_length(headers: dict[str, str]) -> int:
+    """Returns the declared body length, refusing anything ambiguous (request smuggling style)."""
+    if "transfer-encoding" in headers:
+        raise _HttpError(400, "Transfer-Encoding request bodies are not supported; send Content-Length.")
+    raw = headers.get("content-length")
+    if raw is None:
+        return 0
+    values = {value.strip() for value in raw.split(",")}
+    if len(values) != 1:
+        raise _HttpError(400, "Conflicting Content-Length headers.")
+    (value,) = values
+    if not (value.isascii() and value.isdigit()):
+        raise _HttpError(400, "Malformed Content-Length header.")
+    length = int(value)
+    if length > _MAX_BODY_BYTES:
+        raise _HttpError(413, "Request body too large.")
+    return length
+
+
+def _parse_json(raw: bytes) -> tuple[dict[str, Any], str | None]:
+    """Decodes a JSON object body; returns ({}, reason) instead of raising on bad input."""
+    if not raw.strip():
+        return {}, "Request body is empty; expected a JSON object."
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}, "Request body is not valid JSON."
+    if not isinstance(value, dict):
+        return {}, "Request body must be a JSON object."
+    return value, None
+
+
+def _word_count(content: object) -> int:
+    """Counts whitespace-separated words in a message content string or list of text parts."""
+    if isinstance(content, str):
+        return len(content.split())
+    if isinstance(content, list):
+        return sum(_word_count(part.get("text")) for part in content if isinstance(part, dict))
+    return 0
+
+
+def _encode(response: _Response, keep_alive: bool, request_id: str) -> bytes:
+    """Serialises a response with an exact Content-Length so keep-alive framing stays intact."""
+    body = json.dumps(response.payload, separators=(",", ":")).encode()
+    try:
+        reason = HTTPStatus(response.status).phrase
+    except ValueError:
+        reason = "Unknown"
+    headers = {
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+        "connection": "keep-alive" if keep_alive else "close",
+        "x-request-id": request_id,
+    }
+    headers.update(response.headers)
+    lines = [f"HTTP/1.1 {response.status} {reason}"]
+    for name, value in headers.items():
+        # Strip CR/LF so a scripted header can never split the response.
+        lines.append(f"{name}: {value.replace(chr(13), ' ').replace(chr(10), ' ')}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
+    return head + body
+
+
+class _Connection:
+    """Buffered reader over one socket; bytes past one request are kept for the next (pipelining)."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self._buffer = bytearray()
+
+    async def _fill(self) -> bool:
+        """Reads more bytes; returns False when the peer closed its side cleanly."""
+        try:
+            chunk = await self.stream.receive()
+        except anyio.EndOfStream:
+            return False
+        self._buffer += chunk
+        return True
+
+    async def read_request(self) -> _Request | None:
+        """Reads one request; returns None when the peer closed the connection between requests.
+
+        Raises:
+            _HttpError: The request is malformed or unsupported.
+            anyio.EndOfStream: The peer closed the connection half-way through a body.
+        """
+        while True:
+            # RFC 9112 §2.2: ignore empty lines before a request line.
+            while self._buffer.startswith(b"\r\n"):
+                del self._buffer[:2]
+            end = self._buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(self._buffer) > _MAX_HEAD_BYTES:
+                raise _HttpError(431, "Request header block too large.")
+            if not await self._fill():
+                return None  # Closed before or during the head: nothing to answer.
+        if end > _MAX_HEAD_BYTES:
+            raise _HttpError(431, "Request header block too large.")
+        head = bytes(self._buffer[:end])
+        del self._buffer[: end + 4]
+
+        method, path, headers, keep_alive = _parse_head(head)
+        length = _content_length(headers)
+        if headers.get("expect", "").lower() == "100-continue" and len(self._buffer) < length:
+            await self.stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        while len(self._buffer) < length:
+            if not await self._fill():
+                raise anyio.EndOfStream
+        body = bytes(self._buffer[:length])
+        del self._buffer[:length]
+        return _Request(method, path, headers, body, keep_alive)
+
+
+async def _linger_close(stream: SocketStream) -> None:
+    """Half-closes, then drains until the peer closes, so a final response is not lost to a TCP RST.
+
+    Closing a socket that still has unread input makes the kernel send RST, which can destroy a
+    response (e.g. a 400) that the client has not read yet.
+    """
+    await stream.send_eof()
+    with anyio.move_on_after(_CLOSE_TIMEOUT_S):
+        while True:
+            await stream.receive()
+
+
+class FakeOpenAI:
+    """Answers ``/v1/chat/completions`` from a script, over real HTTP/1.1 on 127.0.0.1.
+
+    The script is either a sequence of `Reply` consumed in order (then `default`, which is a 200
+    "ok" unless given) or a callable ``(request_body) -> Reply``. ``GET /v1/models`` lists one
+    model; any other path gets a 404 error body. Connections are kept alive and each runs in its own
+    task, so the SDK's pooled, concurrent requests behave as they would against the real service.
+
+    Attributes:
+        seen: Every request that was framed well enough to route, in arrival order, including
+            rate-limited and erroneous ones.
+        accepted: Chat-completion requests admitted by the rate limiter (they then get their
+            scripted reply, whatever its status).
+        rejected: Chat-completion requests refused by the rate limiter with a 429; these do not
+            consume the script.
+        connections: TCP connections accepted so far; lets a test check that the client reuses
+            keep-alive connections instead of opening one per request.
+        errors: Unexpected exceptions swallowed to keep serving (e.g. a script callable that
+            raised, which is also answered with a 500); assert it is empty to catch broken fakes.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Reply] | Callable[[dict[str, Any]], Reply] = (),
+        *,
+        default: Reply | None = None,
+        rpm_limit: int | None = None,
+        window_s: float = 60.0,
+    ) -> None:
+        """Configures the script and the optional rate limit; nothing is bound until entered.
+
+        Args:
+            script: Replies consumed in order, or a callable picking a reply from the request body.
+            default: Reply used once a sequence script is exhausted; a 200 "ok" if omitted.
+            rpm_limit: If set, at most this many chat-completion requests are admitted per sliding
+                `window_s`; the rest get a 429 ``rate_limit_exceeded`` with a ``retry-after`` header.
+            window_s: Length of the sliding rate-limit window, shortened in tests to keep them fast.
+        """
+        if rpm_limit is not None and rpm_limit < 1:
+            raise ValueError(f"rpm_limit must be >= 1, got {rpm_limit}")
+        if window_s <= 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
+        self._script_fn: Callable[[dict[str, Any]], Reply] | None
+        if isinstance(script, Sequence):
+            self._script_fn = None
+            self._queue: deque[Reply] = deque(script)
+        else:
+            self._script_fn = script
+            self._queue = deque()
+        self.default = default if default is not None else Reply()
+        self.rpm_limit = rpm_limit
+        self.window_s = window_s
+        self.seen: list[Seen] = []
+        self.accepted = 0
+        self.rejected = 0
+        self.connections = 0
+        self.errors: list[Exception] = []
+        self._admitted: deque[float] = deque()
+        self._responses = 0
+        self._port: int | None = None
+        self._listener: MultiListener[SocketStream] | None = None
+        self._tg: TaskGroup | None = None
+        self._owner_task_id: int | None = None
+        self._streams: set[SocketStream] = set()
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` to hand to ``openai.AsyncOpenAI``; only valid once entered."""
+        if self._port is None:
+            raise RuntimeError("FakeOpenAI is not serving; use `async with FakeOpenAI(...) as fake`.")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def remaining(self) -> int:
+        """Scripted replies not yet consumed (always 0 for a callable script)."""
+        return len(self._queue)
+
+    async def __aenter__(self) -> Self:
+        """Binds an ephemeral port on 127.0.0.1 and starts serving in a task group this object owns."""
+        if self._tg is not None:
+            raise RuntimeError("FakeOpenAI is already serving.")
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        tg = anyio.create_task_group()
+        try:
+            await tg.__aenter__()
+        except BaseException:
+            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                await listener.aclose()
+            raise
+        self._listener, self._tg = listener, tg
+        self._owner_task_id = anyio.get_current_task().id
+        self._port = listener.extra(SocketAttribute.local_port)
+        for sub in listener.listeners:
+            if isinstance(sub, SocketListener):
+                tg.start_soon(self._accept_loop, sub, tg)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Stops serving and closes every socket; bounded so a stuck peer cannot hang the test."""
+        tg, listener = self._tg, self._listener
+        self._tg = self._listener = None
+        if tg is None or listener is None:
+            return
+        tg.cancel_scope.cancel()
+        try:
+            if anyio.get_current_task().id != self._owner_task_id:
+                raise RuntimeError(
+                    "FakeOpenAI must be exited by the task that entered it (anyio task-group rule); "
+                    "use `async with FakeOpenAI(...)` in the test body, not across a pytest-asyncio "
+                    "fixture's yield."
+                )
+            await tg.__aexit__(None, None, None)
+        finally:
+            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                await listener.aclose()
+                # Streams accepted during shutdown whose handler never got to run.
+                for stream in list(self._streams):
+                    await stream.aclose()
+                self._streams.clear()
+
+    async def _accept_loop(self, listener: SocketListener, tg: TaskGroup) -> None:
+        """Accepts connections forever, one handler task each, so slow requests do not block others."""
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            except OSError as exc:  # e.g. EMFILE or ECONNABORTED: keep serving, leave a trace.
+                self.errors.append(exc)
+                await anyio.sleep(0.01)
+                continue
+            self.connections += 1
+            self._streams.add(stream)
+            tg.start_soon(self._handle_connection, stream)
+
+    async def _handle_connection(self, stream: SocketStream) -> None:
+        """Serves one connection; contains every failure so the server (and the test) keeps running."""
+        try:
+            await self._converse(_Connection(stream))
+        except _IO_ERRORS:
+            pass  # The client went away (timeout, pool shutdown, reset): its right, not our error.
+        except Exception as exc:
+            self.errors.append(exc)
+        finally:
+            self._streams.discard(stream)
+            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                await stream.aclose()
+
+    async def _converse(self, conn: _Connection) -> None:
+        """Runs the HTTP/1.1 request/response loop of one keep-alive connection."""
+        while True:
+            try:
+                request = await conn.read_request()
+            except _HttpError as err:
+                response = _error_response(err.status, err.message, "invalid_request_error", None)
+                await conn.stream.send(_encode(response, False, self._next_request_id()))
+                await _linger_close(conn.stream)
+                return
+            if request is None:
+                return
+            response = await self._dispatch(request)
+            if response.drop:
+                return
+            await conn.stream.send(_encode(response, request.keep_alive, self._next_request_id()))
+            if not request.keep_alive:
+                await _linger_close(conn.stream)
+                return
+
+    def _next_request_id(self) -> str:
+        self._responses += 1
+        return f"req_fake_{self._responses}"
+
+    async def _dispatch(self, request: _Request) -> _Response:
+        """Records the request and routes it by path and method."""
+        body, json_error = _parse_json(request.body)
+        self.seen.append(Seen(request.path, request.headers, body, anyio.current_time()))
+        if request.path == "/v1/chat/completions":
+            if request.method != "POST":
+                return _error_response(405, "Use POST for chat completions.", "invalid_request_error", None)
+            if json_error is not None:
+                return _error_response(400, json_error, "invalid_request_error", None)
+            return await self._chat_completion(body)
+        if request.path == "/v1/models":
+            if request.method != "GET":
+                return _error_response(405, "Use GET to list models.", "invalid_request_error", None)
+            return _Response(200, _MODELS_PAYLOAD)
+        return _error_response(
+            404,
+            f"Unknown request URL: {request.method} {request.path}",
+            "invalid_request_error",
+            "unknown_url",
+        )
+
+    def _admit(self) -> _Response | None:
+        """Applies the sliding-window limit; returns the 429 to send, or None if admitted."""
+        if self.rpm_limit is None:
+            self.accepted += 1
+            return None
+        now = anyio.current_time()
+        while self._admitted and self._admitted[0] <= now - self.window_s:
+            self._admitted.popleft()
+        if len(self._admitted) >= self.rpm_limit:
+            self.rejected += 1
+            wait_s = max(self._admitted[0] + self.window_s - now, 0.001)
+            return _error_response(
+                429,
+                f"Rate limit reached for requests: limit {self.rpm_limit} per {self.window_s:g}s "
+                f"(fake). Please try again in {wait_s:.3f}s.",
+                "requests",
+                "rate_limit_exceeded",
+                {"retry-after": f"{wait_s:.3f}"},
+            )
+        self._admitted.append(now)
+        self.accepted += 1
+        return None
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self._script_fn is not None:
+            return self._script_fn(body)
+        return self._queue.popleft() if self._queue else self.default
+
+    async def _chat_completion(self, body: dict[str, Any]) -> _Response:
+        """Answers one chat completion: rate limit, then the scripted reply."""
+        if body.get("stream"):
+            return _error_response(400, "FakeOpenAI does not implement streaming.", "invalid_request_error", None)
+        limited = self._admit()
+        if limited is not None:
+            return limited
+        try:
+            reply = self._next_reply(body)
+        except Exception as exc:
+            self.errors.append(exc)
+            return _error_response(500, f"FakeOpenAI script raised {exc!r}.", "server_error", None)
+        if reply.delay_s > 0:
+            await anyio.sleep(reply.delay_s)
+        headers = {name.lower(): value for name, value in reply.headers.items()}
+        headers = {name: value for name, value in headers.items() if name not in _FRAMING_HEADERS}
+        if reply.drop:
+            return _Response(reply.status, {}, headers, drop=True)
+        if not 200 <= reply.status < 300:
+            message = f"Fake {reply.status} error" + (f" ({reply.error_code})." if reply.error_code else ".")
+            error_type = _error_type(reply.status, reply.error_code)
+            return _error_response(reply.status, message, error_type, reply.error_code, headers)
+        return _Response(reply.status, self._completion(body, reply.content), headers)
+
+    def _completion(self, body: dict[str, Any], content: str) -> dict[str, Any]:
+        """Builds a chat.completion whose usage is word counts, so token accounting is checkable."""
+        messages = body.get("messages")
+        prompt_tokens = (
+            sum(_word_count(m.get("content")) for m in messages if isinstance(m, dict))
+            if isinstance(messages, list)
+            else 0
+        )
+        completion_tokens = _word_count(content)
+        model = body.get("model")
+        return {
+            "id": f"chatcmpl-fake{self.accepted}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model if isinstance(model, str) else "fake-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
