@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .errors import ScenarioError
 from .loading import load_scenario
@@ -129,7 +130,7 @@ def run(
         result = _run_with_progress(runner, console)
     finally:
         events.close()
-    out_console = Console()
+    out_console = Console(soft_wrap=True)
     out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
     if result.summary.get("run", {}).get("simulated"):
         out_console.print(
@@ -247,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="simrun", standalone_mode=False)
     except ScenarioError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False, markup=False)
+        Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
         return EXIT_USER_ERROR
     except click.exceptions.Abort:
         return EXIT_INTERRUPTED

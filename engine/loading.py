@@ -21,6 +21,7 @@ from .spec import Scenario
 __all__ = ("apply_overrides", "build_scenario", "check_scenario", "load_scenario")
 
 _ROLES = ("tutor", "student", "judge")
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict", "tuple", "none"})
 
 
 def load_scenario(
@@ -91,10 +92,11 @@ def check_scenario(
         except SimError as exc:
             raise fail(loc, str(exc)) from None
         if options is not None:
+            model = options_model(plugin)
             try:
-                options_model(plugin).model_validate(options)
+                model.model_validate(options)
             except ValidationError as exc:
-                raise ScenarioError(_format_validation(exc, source, tree, prefix=tuple(loc[:-1]))) from None
+                raise ScenarioError(_format_validation(exc, source, tree, prefix=tuple(loc[:-1]), root=model)) from None
 
     resolve(PROTOCOLS, scenario.kind, ("kind",), None)
     resolve(SUMMARIZERS, scenario.kind, ("kind",), None)
@@ -117,6 +119,14 @@ def check_scenario(
             implementation.check(spec, role)
         except ScenarioError as exc:
             raise fail(loc, str(exc)) from None
+        params_model = implementation.params_model(spec)
+        if params_model is not None:
+            try:
+                params_model.model_validate(spec.params)
+            except ValidationError as exc:
+                raise ScenarioError(
+                    _format_validation(exc, source, tree, prefix=(*loc, "params"), root=params_model)
+                ) from None
 
 
 def _model_specs(scenario: Scenario) -> list[tuple[str, tuple[str | int, ...], Any]]:
@@ -186,15 +196,20 @@ def _dotted(loc: Sequence[str | int]) -> str:
 
 
 def _format_validation(
-    exc: ValidationError, source: str, tree: yaml.Node | None, prefix: tuple[str | int, ...] = ()
+    exc: ValidationError,
+    source: str,
+    tree: yaml.Node | None,
+    prefix: tuple[str | int, ...] = (),
+    root: type[BaseModel] = Scenario,
 ) -> str:
     lines = [f"invalid scenario {source}:"]
     for error in exc.errors(include_url=False):
-        loc = _clean_loc((*prefix, *error["loc"]))
+        own = _clean_loc(error["loc"])
+        loc = (*prefix, *own)
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unknown key"
-            model = _model_at(loc[:-1])
+            model = _model_at(root, own[:-1])
             if model is not None:
                 message += f"; expected one of: {', '.join(model.model_fields)}"
         elif "input" in error and error["type"] not in ("missing",) and not isinstance(error["input"], dict | list):
@@ -204,14 +219,16 @@ def _format_validation(
 
 
 def _clean_loc(loc: Sequence[str | int]) -> tuple[str | int, ...]:
-    # pydantic adds union-branch and validator names (`ModelSpec`, `function-before[...]`) to locations.
+    # pydantic adds union-branch and validator names (`ModelSpec`, `int`, `function-before[...]`) to locations.
     return tuple(
-        part for part in loc if not (isinstance(part, str) and (part[:1].isupper() or "[" in part or part == "str"))
+        part
+        for part in loc
+        if not (isinstance(part, str) and (part[:1].isupper() or "[" in part or part in _TYPE_NAMES))
     )
 
 
-def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
-    model: Any = Scenario
+def _model_at(root: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    model: Any = root
     for part in loc:
         if isinstance(part, int):
             continue

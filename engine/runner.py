@@ -6,6 +6,7 @@ import math
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -100,9 +101,11 @@ class Runner:
         self.scenario = scenario
         self.episodes = plan_episodes(scenario, load_items(scenario))
         self.run_dir = RunDir.for_resume(resume, scenario) if resume else RunDir.create(out or Path("runs"), scenario)
+        earlier = Counter(r.status for r in self.run_dir.iter_records()) if resume else Counter[str]()
         done = self.run_dir.finished_ids() if resume else set()
         self.pending = [episode for episode in self.episodes if episode.id not in done]
         self.already_done = len(self.episodes) - len(self.pending)
+        self._earlier_ok, self._earlier_errors = earlier["ok"], earlier["error"]
         self.stats = CallStats()
         self.ok = 0
         self.errors = 0
@@ -120,18 +123,24 @@ class Runner:
         self._write_manifest("running")
         log.info("run.started", scenario=self.scenario.name, planned=len(self.episodes), pending=len(self.pending))
         self._admission, self._episodes_scope = anyio.CancelScope(), anyio.CancelScope()
-        async with AsyncExitStack() as stack:
-            clients, judge_clients = await self._open_clients(stack)
-            judges = [
-                JUDGES.get(spec.name)(options_model(JUDGES.get(spec.name)).model_validate(spec.options))
-                for spec in self.scenario.judges
-            ]
-            async with anyio.create_task_group() as outer:
-                if handle_signals:
-                    outer.start_soon(self._watch_signals)
-                await self._run_episodes(clients, judge_clients, judges)
-                outer.cancel_scope.cancel()
-        self.run_dir.close()
+        completed = False
+        try:
+            async with AsyncExitStack() as stack:
+                clients, judge_clients = await self._open_clients(stack)
+                judges = [
+                    JUDGES.get(spec.name)(options_model(JUDGES.get(spec.name)).model_validate(spec.options))
+                    for spec in self.scenario.judges
+                ]
+                async with anyio.create_task_group() as outer:
+                    if handle_signals:
+                        outer.start_soon(self._watch_signals)
+                    await self._run_episodes(clients, judge_clients, judges)
+                    outer.cancel_scope.cancel()
+            completed = True
+        finally:
+            self.run_dir.close()
+            if not completed:  # cancelled from outside: what was appended stays, and resume completes it
+                self._write_manifest("interrupted")
         status: Status = "interrupted" if self._interrupted else "finished"
         self._write_manifest(status)
         summary = write_report(self.run_dir)
@@ -295,8 +304,8 @@ class Runner:
                 "status": status,
                 "counts": {
                     "planned": len(self.episodes),
-                    "ok": self.ok + previous.get("counts", {}).get("ok", 0) * (self.already_done > 0),
-                    "error": self.errors + previous.get("counts", {}).get("error", 0) * (self.already_done > 0),
+                    "ok": self._earlier_ok + self.ok,
+                    "error": self._earlier_errors + self.errors,
                     "resumed_with": self.already_done,
                 },
                 "calls": {

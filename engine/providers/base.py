@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from ..items import Item
 from ..records import Usage
 from ..registry import Registry
@@ -59,6 +61,11 @@ class ChatModel(abc.ABC):
     @classmethod
     def check(cls, spec: ModelSpec, role: str) -> None:
         """Validate `spec` before anything runs; raise `ScenarioError` (e.g. unknown params, missing key)."""
+
+    @classmethod
+    def params_model(cls, spec: ModelSpec) -> type[BaseModel] | None:
+        """The model `spec.params` must validate against, if this provider checks them (the sim's knobs)."""
+        return None
 
     @abc.abstractmethod
     async def complete(self, request: ChatRequest, /) -> ChatReply:

@@ -1,0 +1,105 @@
+"""engine.stats: Wilson intervals and Kaplan–Meier tables, checked against hand computations."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import pytest
+
+from engine.stats import Rate, SurvivalRow, rate, survival_table
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval written out from its textbook formula (no scipy)."""
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@pytest.mark.parametrize(("k", "n"), [(8, 10), (0, 20), (20, 20), (37, 120), (1, 1), (5, 7)])
+def test_rate_matches_hand_computed_wilson_interval(k: int, n: int) -> None:
+    """rate(k, n) gives k/n with the 95% Wilson score interval, to 1e-9."""
+    found = rate(k, n)
+    low, high = wilson(k, n)
+    assert (found.k, found.n) == (k, n)
+    assert found.rate == pytest.approx(k / n, abs=1e-12)
+    assert found.low == pytest.approx(low, abs=1e-9)
+    assert found.high == pytest.approx(high, abs=1e-9)
+
+
+def test_rate_known_values() -> None:
+    """Pins reference values: 8/10 → [0.4902, 0.9433]; 0/20 → [0, 0.1611]."""
+    assert rate(8, 10).low == pytest.approx(0.490162, abs=1e-6)
+    assert rate(8, 10).high == pytest.approx(0.943318, abs=1e-6)
+    assert rate(0, 20).low == pytest.approx(0.0, abs=1e-12)
+    assert rate(0, 20).high == pytest.approx(0.161125, abs=1e-6)
+    assert rate(20, 20).high == pytest.approx(1.0, abs=1e-12)
+
+
+def test_rate_other_confidence_level() -> None:
+    """The confidence keyword changes the interval as the Wilson formula says (90% is narrower)."""
+    found = rate(37, 120, confidence=0.90)
+    low, high = wilson(37, 120, 0.90)
+    assert found.low == pytest.approx(low, abs=1e-9)
+    assert found.high == pytest.approx(high, abs=1e-9)
+    wide = rate(37, 120)
+    assert wide.low is not None and wide.high is not None and found.low is not None and found.high is not None
+    assert wide.low < found.low and found.high < wide.high
+
+
+def test_rate_of_nothing_has_none_fields() -> None:
+    """n = 0 gives a Rate with rate, low and high all None."""
+    assert rate(0, 0) == Rate(0, 0, None, None, None)
+    assert rate(0, 0).as_dict() == {"k": 0, "n": 0, "rate": None, "low": None, "high": None}
+
+
+def test_rate_as_dict_has_every_field() -> None:
+    """as_dict exposes k, n, rate, low, high as plain values."""
+    found = rate(37, 120).as_dict()
+    assert set(found) == {"k", "n", "rate", "low", "high"}
+    assert found["k"] == 37 and found["n"] == 120
+    assert found["rate"] == pytest.approx(37 / 120)
+
+
+def test_survival_table_matches_hand_computed_kaplan_meier() -> None:
+    """KM with a tie between an event and a censoring: S(t) = Π over event times of (1 − d/n), censored at risk."""
+    times = [1, 2, 2, 3, 5, 5]
+    observed = [True, True, False, True, False, True]
+    # t=1: 6 at risk, 1 event → 5/6
+    # t=2: 5 at risk (the one censored at 2 is still at risk), 1 event → 5/6 · 4/5 = 2/3
+    # t=3: 3 at risk, 1 event → 2/3 · 2/3 = 4/9
+    # t=5: 2 at risk, 1 event (the other censored) → 4/9 · 1/2 = 2/9
+    expected = [(1, 6, 1, 5 / 6), (2, 5, 1, 2 / 3), (3, 3, 1, 4 / 9), (5, 2, 1, 2 / 9)]
+    rows = survival_table(times, observed)
+    assert [(r.turn, r.at_risk, r.events) for r in rows] == [e[:3] for e in expected]
+    for row, (_, _, _, surviving) in zip(rows, expected, strict=True):
+        assert row.surviving == pytest.approx(surviving, abs=1e-12)
+
+
+def test_survival_table_input_order_does_not_matter() -> None:
+    """Rows come out sorted by turn whatever the order of the input pairs."""
+    times = [5, 2, 1, 5, 3, 2]
+    observed = [False, True, True, True, True, False]
+    assert survival_table(times, observed) == survival_table([1, 2, 2, 3, 5, 5], [True, True, False, True, False, True])
+
+
+def test_survival_table_all_censored_stays_at_one() -> None:
+    """With no events, every row has zero events and survival 1."""
+    rows = survival_table([2, 3, 3], [False, False, False])
+    assert rows == [SurvivalRow(2, 3, 0, 1.0), SurvivalRow(3, 2, 0, 1.0)]
+
+
+def test_survival_table_all_observed_reaches_zero() -> None:
+    """With every time an event, survival falls to 0 at the last time."""
+    rows = survival_table([1, 2, 2, 4], [True, True, True, True])
+    assert [(r.turn, r.at_risk, r.events) for r in rows] == [(1, 4, 1), (2, 3, 2), (4, 1, 1)]
+    assert [r.surviving for r in rows] == pytest.approx([3 / 4, 1 / 4, 0.0], abs=1e-12)
+
+
+def test_survival_table_of_nothing_is_empty() -> None:
+    """No times give no rows."""
+    assert survival_table([], []) == []
