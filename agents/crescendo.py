@@ -67,15 +67,14 @@ class CrescendoProtocol:
             turns = parsed.max_turns if isinstance(parsed.max_turns, int) else parsed.max_turns[1]
             backtracks = parsed.max_backtracks
         else:
-            turns, backtracks = len(episode.item.data.get("script", [])) or 8, 0
+            script = options.get("utterances") or episode.item.data.get("script") or [episode.item.question]
+            turns, backtracks = len(script), 0
         exchanges = turns + backtracks
         context_tokens = sum(_PROMPT_TOKENS + _TOKENS_PER_TURN * k for k in range(1, exchanges + 1))
         tutor = CallEstimate(exchanges, context_tokens + _REPLY_TOKENS * exchanges)
         guesses = {"tutor": tutor}
-        if scenario.models.student is not None and scenario.student.strategy == "crescendo" and not single:
+        if scenario.models.student is not None and scenario.student.strategy == "crescendo":
             guesses["student"] = CallEstimate(exchanges, context_tokens + 80 * exchanges)
-        elif scenario.models.student is not None and scenario.student.strategy == "crescendo":
-            guesses["student"] = CallEstimate(1, _PROMPT_TOKENS + 80)
         calls = 0
         for spec in scenario.judges:
             factory = JUDGES.get(spec.name)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from typing import Protocol, runtime_checkable
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine import STUDENTS, BadModelOutput, EpisodeContext, RequestContext, Utterance
+from engine.text import parse_json_object
 from personas import Dimension, taxonomy
 
 from .templates import check_template, render
@@ -116,8 +116,11 @@ class CrescendoStudent:
     def should_backtrack(self, ctx: EpisodeContext, tutor_turn: int, /) -> bool:
         if turn_budget(ctx, self.options.max_turns) == 1:
             return False  # a single-turn item is one exchange; there is nothing to take back and retry
-        refused = next((j for j in ctx.judgments if j.metric == "refused" and j.target == tutor_turn), None)
-        if refused is None or refused.value is not True or self.backtracks >= self.options.max_backtracks:
+        verdicts = {j.metric: j.value for j in ctx.judgments if j.target == tutor_turn}
+        # Only a clean refusal is taken back: a harmful reply stays in view, as it does in a real dialogue.
+        if verdicts.get("refused") is not True or verdicts.get("unsafe") is True:
+            return False
+        if self.backtracks >= self.options.max_backtracks:
             return False
         self.backtracks += 1
         ctx.meta["backtracks"] = self.backtracks
@@ -155,8 +158,8 @@ class CrescendoStudent:
                 json_output=True,
             )
             try:
-                turn = AttackerTurn.model_validate(orjson.loads(reply.text))
-            except (orjson.JSONDecodeError, ValidationError):
+                turn = AttackerTurn.model_validate(parse_json_object(reply.text))
+            except (ValueError, ValidationError):
                 continue
             text = turn.message
             if step == 0 and ctx.episode.item.question[:40] not in text:

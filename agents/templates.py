@@ -37,3 +37,5 @@ def render(source: str, variables: Mapping[str, Any]) -> str:
         raise ValueError(f"template refers to an unknown value: {exc.message}") from None
     except SecurityError as exc:
         raise ValueError(f"template tried an unsafe operation: {exc}") from None
+    except (jinja2.TemplateError, ArithmeticError, TypeError) as exc:
+        raise ValueError(f"template failed: {type(exc).__name__}: {exc}") from None

@@ -7,6 +7,7 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -156,12 +157,15 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
     )
     task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done, detail="")
 
+    started = time.monotonic()
+
     async def on_episode(_: EpisodeRecord) -> None:
+        rate = stats.requests / max(1e-9, time.monotonic() - started)
         progress.update(
             task,
             advance=1,
             detail=(
-                f"errors {runner.errors} · requests {stats.requests} · retries {stats.retries} · "
+                f"errors {runner.errors} · requests {stats.requests:,} ({rate:,.0f}/s) · retries {stats.retries} · "
                 f"tokens {stats.prompt_tokens + stats.completion_tokens:,}"
             ),
         )

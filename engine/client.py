@@ -67,7 +67,7 @@ class ModelClient:
             params={**self.spec.params, **(params or {})},
             json_output=json_output,
         )
-        estimate = estimate_tokens(messages, int(self.spec.params.get("max_tokens", 512)))
+        estimate = estimate_tokens(messages, int(request.params.get("max_tokens", 512)))
         attempt = 0
         while True:
             try:

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 import orjson
 import structlog
 from rich.console import Console
+from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
 
 __all__ = ("configure_logging", "redact")
@@ -46,7 +47,8 @@ def _console_echo(console: Console, level: int) -> structlog.typing.Processor:
         if logging.getLevelNamesMapping().get(method.upper(), 0) >= level:
             details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "level", "timestamp"))
             style = "red" if method in ("error", "critical") else "yellow"
-            console.print(f"[{style}]{event.get('event')}[/] {details}", markup=True, highlight=False)
+            # Plain Text: server-supplied strings in `details` are never read as console markup.
+            console.print(Text.assemble((str(event.get("event")), style), " ", details), highlight=False)
         return event
 
     return processor

@@ -45,7 +45,10 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
         if "retry-after-ms" in lowered:
-            return _bounded(float(lowered["retry-after-ms"]) / 1000)
+            try:
+                return _bounded(float(lowered["retry-after-ms"]) / 1000)
+            except ValueError:
+                pass  # a bad millisecond header must not hide a good `retry-after`
         if "retry-after" not in lowered:
             return None
         value = lowered["retry-after"].strip()

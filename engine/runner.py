@@ -143,7 +143,7 @@ class Runner:
                 self._write_manifest("interrupted")
         status: Status = "interrupted" if self._interrupted else "finished"
         self._write_manifest(status)
-        summary = write_report(self.run_dir)
+        summary = await anyio.to_thread.run_sync(write_report, self.run_dir)
         log.info("run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=str(self.run_dir.path))
         return RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
 
@@ -251,7 +251,8 @@ class Runner:
         with structlog.contextvars.bound_contextvars(episode_id=episode.id):
             try:
                 await self._protocol.run(ctx)
-            except Exception as exc:
+            except Exception as caught:
+                exc = _unwrap(caught)
                 kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
                 error = ErrorInfo(type=kind, message=str(exc))
                 log.warning("episode.failed", error_type=kind, error=str(exc))
@@ -323,9 +324,23 @@ class Runner:
         )
 
 
+def _unwrap(exc: Exception) -> Exception:
+    """The single cause inside task-group wrappers, so a record says `ProviderTimeout`, not `ExceptionGroup`."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ExceptionGroup) and len({type(e) for e in exc.exceptions}) == 1:
+        return _unwrap(exc.exceptions[0])
+    return exc
+
+
+async def _runner(scenario: Scenario, **options: Any) -> Runner:
+    # Planning reads item files and a resumed run's records: keep that file I/O off the event loop.
+    return await anyio.to_thread.run_sync(lambda: Runner(scenario, **options))
+
+
 async def run(scenario: Scenario, **options: Any) -> RunResult:
     """Run a scenario to completion inside the caller's event loop (see `Runner` for the options)."""
-    return await Runner(scenario, **options).run()
+    return await (await _runner(scenario, **options)).run()
 
 
 def run_sync(scenario: Scenario, **options: Any) -> RunResult:
@@ -359,7 +374,7 @@ async def open_run(scenario: Scenario, **options: Any) -> AsyncIterator[RunHandl
         if user_callback is not None:
             await user_callback(record)
 
-    runner = Runner(scenario, on_episode=forward, **options)
+    runner = await _runner(scenario, on_episode=forward, **options)
     handle = RunHandle(runner, receive)
 
     async def drive() -> None:

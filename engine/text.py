@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
-__all__ = ("mentions_answer", "numbers_in", "word_count")
+import orjson
+
+__all__ = ("mentions_answer", "numbers_in", "parse_json_object", "word_count")
 
 _NUMBER = re.compile(r"(?<![\w.])[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])[-−]?\d+(?:\.\d+)?(?![\w])")
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _NUMERIC_ANSWER = re.compile(r"^-?\d+(?:\.\d+)?$")
 
 
-def numbers_in(text: str) -> list[float]:
-    """Every number written in `text` (thousands separators and a Unicode minus understood)."""
-    found: list[float] = []
+def numbers_in(text: str) -> list[Decimal]:
+    """Every number written in `text`, exactly (thousands separators and a Unicode minus understood)."""
+    found: list[Decimal] = []
     for match in _NUMBER.finditer(text):
         token = match.group().replace(",", "").replace("−", "-").rstrip(".")
         try:
-            found.append(float(token))
-        except ValueError:
+            found.append(Decimal(token))
+        except InvalidOperation:
             continue
     return found
 
@@ -28,11 +33,22 @@ def mentions_answer(text: str, answer: str) -> bool:
     if not answer:
         return False
     if _NUMERIC_ANSWER.match(answer):
-        target = float(answer)
-        tolerance = 1e-9 * max(1.0, abs(target))
-        return any(abs(value - target) <= tolerance for value in numbers_in(text))
+        target = Decimal(answer)  # exact: "2.50" states 2.5, but 1000000001 never states 1000000000
+        return any(value == target for value in numbers_in(text))
     return re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", text, flags=re.IGNORECASE) is not None
 
 
 def word_count(text: str) -> int:
     return len(text.split())
+
+
+def parse_json_object(text: str) -> Any:
+    """The JSON object in a model's reply, tolerating a code fence or prose around it."""
+    cleaned = _FENCE.sub("", text.strip())
+    try:
+        return orjson.loads(cleaned)
+    except orjson.JSONDecodeError:
+        start, end = cleaned.find("{"), cleaned.rfind("}")
+        if start == -1 or end <= start:
+            raise
+        return orjson.loads(cleaned[start : end + 1])

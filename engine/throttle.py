@@ -27,7 +27,7 @@ def bucket_shape(per_minute: float, *, min_capacity: float = 1.0) -> tuple[float
     """
     per_second = per_minute / 60.0
     period = max(1.0, min_capacity / per_second)
-    return per_second * period, period
+    return max(min_capacity, per_second * period), period
 
 
 @dataclass

@@ -23,7 +23,7 @@ MULTI_METRICS = ("misconception_reduced", "learns_more", "motivation_improved")
 
 
 def format_rate(cell: Mapping[str, Any] | None) -> str:
-    """`62.0% [55.1–68.4] n=120`, or `–` when nothing was counted."""
+    """`62.0% [55.1%–68.4%] n=120`, or `–` when nothing was counted."""
     if not cell or cell.get("rate") is None:
         return "–"
     return f"{cell['rate']:.1%} [{cell['low']:.1%}–{cell['high']:.1%}] n={cell['n']}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -11,23 +10,11 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from engine import EpisodeContext, JudgeError, RequestContext
+from engine.text import parse_json_object
 
 __all__ = ("collect_votes", "parse_json_object")
 
 M = TypeVar("M", bound=BaseModel)
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
-
-
-def parse_json_object(text: str) -> Any:
-    """The JSON object in a model's reply, tolerating a code fence or prose around it."""
-    cleaned = _FENCE.sub("", text.strip())
-    try:
-        return orjson.loads(cleaned)
-    except orjson.JSONDecodeError:
-        start, end = cleaned.find("{"), cleaned.rfind("}")
-        if start == -1 or end <= start:
-            raise
-        return orjson.loads(cleaned[start : end + 1])
 
 
 async def collect_votes(
@@ -47,6 +34,8 @@ async def collect_votes(
     votes: list[M | None] = [None] * ctx.scenario.judge_votes
     context = RequestContext(role="judge", item=ctx.episode.item, task=task, condition=ctx.condition, data=data)
 
+    failures: list[str] = []
+
     async def vote(index: int) -> None:
         client = clients[index % len(clients)]
         problem = "no reply"
@@ -62,9 +51,11 @@ async def collect_votes(
                 return
             except (orjson.JSONDecodeError, ValidationError) as exc:
                 problem = f"{type(exc).__name__}: {str(exc)[:200]}"
-        raise JudgeError(f"judge {task!r} vote {index} gave invalid output {retries + 1} times ({problem})")
+        failures.append(f"vote {index} gave invalid output {retries + 1} times ({problem})")
 
     async with anyio.create_task_group() as group:
         for index in range(len(votes)):
             group.start_soon(vote, index)
+    if failures:
+        raise JudgeError(f"judge {task!r}: {'; '.join(sorted(failures))}")
     return [v for v in votes if v is not None]

@@ -7,6 +7,7 @@ names are matched after NFKC normalisation, case folding and a small alias map.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import cache
 from pathlib import Path
@@ -29,14 +30,14 @@ __all__ = (
 
 _TAXONOMY_FILE = Path(__file__).with_name("safetutors_taxonomy.yaml")
 _LOOKALIKES = str.maketrans({"С": "C", "с": "c", "–": "-", "—": "-", "’": "'"})
+_PLAIN_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 _DOMAINS = {"math": "mathematics", "physics": "physics", "chem": "chemistry"}
 
 
 def normalise_name(name: str) -> str:
     """A comparison key for taxonomy names as the public data spells them."""
-    text = unicodedata.normalize("NFKC", name).translate(_LOOKALIKES).strip().casefold()
-    text = text.removesuffix(" risk").strip()
-    return " ".join(text.split())
+    text = " ".join(unicodedata.normalize("NFKC", name).translate(_LOOKALIKES).casefold().split())
+    return text.removesuffix(" risk")
 
 
 class _Model(BaseModel):
@@ -90,11 +91,7 @@ def taxonomy() -> Taxonomy:
 def _final_answer(solution: str) -> str:
     """GSM8K-style solutions end with the bare answer on the last line; other solutions have no short answer."""
     last = solution.strip().splitlines()[-1].strip().replace(",", "") if solution.strip() else ""
-    try:
-        float(last)
-    except ValueError:
-        return ""
-    return last
+    return last if _PLAIN_NUMBER.match(last) else ""
 
 
 @ITEM_SOURCES.register("safetutors")
@@ -122,7 +119,9 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
         try:
             record = orjson.loads(line)
             dimension = tax.dimension(record["parent_risk"])
-            script = [record["modified_question"]] if fmt == "single" else list(record["student_utterances"])
+            script = [record["modified_question"]] if fmt == "single" else record["student_utterances"]
+            if not script or not isinstance(script, list) or not all(isinstance(u, str) and u for u in script):
+                raise TypeError("the student's utterances must be a non-empty list of strings")
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise ScenarioError(f"{path}:{number}: not a SafeTutors {fmt}-turn record ({exc!r})") from None
         subrisk = tax.subrisk(dimension, str(record.get("subrisk_name", "")))

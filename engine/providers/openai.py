@@ -54,8 +54,8 @@ class OpenAIChatModel(ChatModel):
         )
 
     async def complete(self, request: ChatRequest, /) -> ChatReply:
-        extra: dict[str, Any] = dict(self.spec.params)
-        extra.setdefault("seed", request.seed)
+        extra: dict[str, Any] = dict(request.params)
+        extra["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
         if request.json_output:
             extra.setdefault("response_format", {"type": "json_object"})
         with _translated_errors(self.spec.model):

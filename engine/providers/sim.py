@@ -135,11 +135,27 @@ class SimChatModel(ChatModel):
         super().__init__(spec)
         self.check(spec, spec.name)
         self.params: Any = _PARAMS[spec.name].model_validate(spec.params)
+        self._knobs: dict[bytes, Any] = {}
+
+    def knobs(self, request: ChatRequest) -> Any:
+        """The knobs of the request's own spec: several specs (judges with different noise) share one model."""
+        if request.params == self.spec.params:
+            return self.params
+        key = orjson.dumps(dict(request.params), option=orjson.OPT_SORT_KEYS)
+        if key not in self._knobs:
+            self._knobs[key] = _PARAMS[self.spec.name].model_validate(request.params)
+        return self._knobs[key]
 
     async def complete(self, request: ChatRequest, /) -> ChatReply:
-        if self.params.latency_s:
-            await anyio.sleep(self.params.latency_s)
-        text = {"tutor": self._tutor, "student": self._student, "judge": self._judge}[self.spec.name](request)
+        knobs = self.knobs(request)
+        if knobs.latency_s:
+            await anyio.sleep(knobs.latency_s)
+        if self.spec.name == "tutor":
+            text = self._tutor(request, knobs)
+        elif self.spec.name == "student":
+            text = self._student(request, knobs)
+        else:
+            text = self._judge(request, knobs)
         prompt = sum(_tokens(m.get("content", "")) for m in request.messages)
         return ChatReply(
             text=text,
@@ -147,26 +163,26 @@ class SimChatModel(ChatModel):
             model=self.spec.model,
         )
 
-    def leak_probability(self, messages: Sequence[Message]) -> float:
+    def leak_probability(self, messages: Sequence[Message], params: SimTutorParams | None = None) -> float:
         """The tutor's chance of giving the answer away given the visible conversation."""
-        params: SimTutorParams = self.params
+        params = params or self.params
         system = " ".join(m.get("content", "") for m in messages if m.get("role") == "system").lower()
         bias = sum(delta for cue, delta in params.cue_bias.items() if cue.lower() in system)
         pressure = max(0, _student_turns(messages) - 1)
         return min(params.leak_max, max(0.0, params.leak_base + params.leak_per_turn * pressure + bias))
 
-    def _tutor(self, request: ChatRequest) -> str:
+    def _tutor(self, request: ChatRequest, knobs: SimTutorParams) -> str:
         rng = _rng(request, "tutor")
         item = request.context.item
         step = rng.choice(_STEPS)
-        if item is not None and rng.random() < self.leak_probability(request.messages):
+        if item is not None and rng.random() < self.leak_probability(request.messages, knobs):
             unit = f" {item.unit}" if item.unit else ""
             return rng.choice(_LEAKS).format(answer=item.answer, unit=unit, solution=item.solution)
-        if rng.random() < self.params.refusal_rate:
+        if rng.random() < knobs.refusal_rate:
             return rng.choice(_REFUSALS).format(step=step)
         return rng.choice(_SCAFFOLDS).format(step=step)
 
-    def _student(self, request: ChatRequest) -> str:
+    def _student(self, request: ChatRequest, knobs: SimStudentParams) -> str:
         rng = _rng(request, "student")
         data = request.context.data
         line = str(data.get("pressure", "Can you just tell me the answer?"))
@@ -179,19 +195,17 @@ class SimChatModel(ChatModel):
             return message
         return orjson.dumps({"message": message, "rationale": f"pressure step {data.get('step', 0)}"}).decode()
 
-    def _judge(self, request: ChatRequest) -> str:
+    def _judge(self, request: ChatRequest, knobs: SimJudgeParams) -> str:
         rng = _rng(request, "judge")
-        params: SimJudgeParams = self.params
-        if rng.random() < params.invalid_rate:
+        if rng.random() < knobs.invalid_rate:
             return "I think the reply is fine."  # not JSON: exercises the judge's retry path
-        verdict = self._verdict(request, rng)
+        verdict = self._verdict(request, rng, knobs.error_rate)
         return orjson.dumps(verdict).decode()
 
-    def _verdict(self, request: ChatRequest, rng: random.Random) -> dict[str, Any]:
+    def _verdict(self, request: ChatRequest, rng: random.Random, flip: float) -> dict[str, Any]:
         context = request.context
         answer = context.item.answer if context.item else ""
         data = context.data
-        flip = self.params.error_rate
 
         def noisy(value: bool) -> bool:
             return (not value) if rng.random() < flip else value

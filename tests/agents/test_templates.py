@@ -122,5 +122,5 @@ def test_item_text_is_not_evaluated() -> None:
 
 def test_render_does_not_autoescape() -> None:
     """Prompts are plain text: quotes and angle brackets are not HTML-escaped."""
-    item = ITEM.model_copy(update={"question": "Is 3 < 4 & \"yes\"?"})
-    assert render("{{ item.question }}", variables(item)) == "Is 3 < 4 & \"yes\"?"
+    item = ITEM.model_copy(update={"question": 'Is 3 < 4 & "yes"?'})
+    assert render("{{ item.question }}", variables(item)) == 'Is 3 < 4 & "yes"?'

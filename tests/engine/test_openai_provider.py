@@ -37,8 +37,10 @@ def _spec(fake: FakeOpenAI, **fields: Any) -> ModelSpec:
     return ModelSpec(model=MODEL, base_url=fake.base_url, api_key_env=KEY_ENV, **fields)
 
 
-def _request(*, seed: int = 0, json_output: bool = False) -> ChatRequest:
-    return ChatRequest(messages=MESSAGES, context=RequestContext(role="tutor"), seed=seed, json_output=json_output)
+def _request(*, seed: int = 0, json_output: bool = False, params: dict[str, Any] | None = None) -> ChatRequest:
+    return ChatRequest(
+        messages=MESSAGES, context=RequestContext(role="tutor"), seed=seed, json_output=json_output, params=params or {}
+    )
 
 
 @asynccontextmanager
@@ -104,17 +106,12 @@ async def test_spec_params_are_passed_through() -> None:
     """Generation parameters from ModelSpec.params reach the server unchanged."""
     params = {"temperature": 0.25, "max_tokens": 64, "top_p": 0.9, "stop": ["\n\n"]}
     async with FakeOpenAI() as fake, _open_model(_spec(fake, params=params)) as model:
-        await model.complete(_request(seed=3))
+        await model.complete(_request(seed=3, params=params))
     body = fake.seen[0].body
     assert {key: body[key] for key in params} == params
     assert body["seed"] == 3
 
 
-@pytest.mark.xfail(
-    reason="bug: OpenAIChatModel.complete reads self.spec.params and ignores ChatRequest.params, "
-    "so per-call params given to ModelClient.complete(params=...) never reach the server",
-    strict=True,
-)
 async def test_per_call_params_are_passed_through() -> None:
     """Params given to one ModelClient.complete call are sent, overriding the spec's."""
     stats = CallStats()

@@ -173,12 +173,6 @@ async def test_always_invalid_judge_retries_then_fails_the_episode(
     assert result.summary["run"]["error"] == 1
 
 
-@pytest.mark.xfail(
-    reason="judges/llm.py collect_votes raises JudgeError inside an anyio task group, so the runner records "
-    "the wrapping ExceptionGroup (error.type 'ExceptionGroup') instead of 'JudgeError'",
-    raises=AssertionError,
-    strict=True,
-)
 def test_always_invalid_judge_is_recorded_as_judge_error(tmp_path: Path) -> None:
     """An episode whose judge never gives valid output is recorded with error.type 'JudgeError'."""
     run = play(
@@ -261,12 +255,6 @@ def test_five_votes_are_kept_and_combined_by_majority(tmp_path: Path) -> None:
                 assert judgment.value is (sum(judgment.votes) >= 3)
 
 
-@pytest.mark.xfail(
-    reason="engine/runner.py _open_clients keys models by (provider, base_url, api_key_env, name), so two "
-    "sim/judge specs with different params share the first one's SimChatModel and its params",
-    raises=AssertionError,
-    strict=True,
-)
 def test_several_judge_models_vote_in_turn(tmp_path: Path) -> None:
     """With two judge models, vote i comes from model i mod 2 (here an exact judge and an always-wrong one)."""
     run = play(

@@ -249,13 +249,41 @@ def test_load_multi_turn_records(math_multi: Path) -> None:
     assert [i.data["subrisk"] for i in items] == [
         "Over-Smooth Acceptance (No Space for Doubt)",
         "Cognitive Load Mismatch",  # canonical spelling, not the Cyrillic one
-        "Task–Outcome Disconnection",
+        f"Task{EN_DASH}Outcome Disconnection",
     ]
 
 
 def test_load_answers_from_gsm8k_style_solutions(math_multi: Path) -> None:
     """The answer is the solution's last line when it is numeric (separators removed), else empty."""
     assert [i.answer for i in load_safetutors(math_multi, {})] == ["6", "1250", ""]
+
+
+@pytest.mark.parametrize(
+    ("solution", "answer"),
+    [
+        ("Step one gives 40\n 42", "42"),
+        ("The drop is 3.5 degrees\n-3.5", "-3.5"),
+        ("Ten crates of 1,200\n12,000\n", "12000"),
+        ("It is 3 x 4 = 12", ""),
+        ("", ""),
+        ("\n\n", ""),
+        pytest.param(
+            "Nothing is finite\ninf",
+            "",
+            id="inf",
+        ),
+        pytest.param(
+            "Undefined\nNaN",
+            "",
+            id="nan",
+        ),
+    ],
+)
+def test_answer_extraction(tmp_path: Path, solution: str, answer: str) -> None:
+    """Only a plain number on the solution's last line becomes the reference answer."""
+    record = {**MATH_MULTI[0], "solution": solution}
+    (item,) = load_safetutors(write_jsonl(tmp_path / "math_multi_combined.jsonl", [record]), {})
+    assert item.answer == answer
 
 
 def test_load_single_turn_records(chem_single: Path) -> None:
@@ -319,11 +347,6 @@ def test_broken_line_names_file_and_line(tmp_path: Path, broken: str) -> None:
         load_safetutors(path, {})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="personas/safetutors.py load_safetutors: an empty or string `student_utterances` escapes the "
-    "ScenarioError path (IndexError / a script of single characters)",
-)
 @pytest.mark.parametrize("utterances", [[], "one message"], ids=["empty", "string"])
 def test_bad_utterances_are_a_scenario_error(tmp_path: Path, utterances: Any) -> None:
     """Known bug, pinned: student_utterances must be a non-empty list of strings."""
