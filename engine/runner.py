@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +23,7 @@ from .errors import ProviderError
 from .plan import Episode, load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
 from .providers import PROVIDERS, ChatModel
-from .records import EpisodeRecord, ErrorInfo, Turn, Usage
+from .records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
 from .report import write_report
 from .rundir import RunDir, utc_now
 from .spec import ModelSpec, Scenario
@@ -116,7 +116,11 @@ class Runner:
         self._admission: anyio.CancelScope | None = None
         self._episodes_scope: anyio.CancelScope | None = None
         self._protocol = PROTOCOLS.get(scenario.kind)
-        self._started_at = utc_now()
+        self._started_at = self.run_dir.read_manifest()["started_at"] if resume else utc_now()
+        self._tutor_factory = TUTORS.get(scenario.tutor.agent)
+        self._tutor_options = options_model(self._tutor_factory).model_validate(scenario.tutor.options)
+        self._student_factory = STUDENTS.get(scenario.student.strategy)
+        self._student_options = options_model(self._student_factory).model_validate(scenario.student.options)
 
     async def run(self, *, handle_signals: bool = False) -> RunResult:
         """Play every pending episode; with `handle_signals`, Ctrl-C stops admission and flushes (CLI only)."""
@@ -227,8 +231,6 @@ class Runner:
         judges: list[Judge],
     ) -> EpisodeRecord:
         scenario = self.scenario
-        tutor_factory = TUTORS.get(scenario.tutor.agent)
-        student_factory = STUDENTS.get(scenario.student.strategy)
         on_turn = self._on_turn
 
         async def turn_callback(ctx: EpisodeContext, turn: Turn) -> None:
@@ -238,9 +240,8 @@ class Runner:
         ctx = EpisodeContext(
             episode=episode,
             scenario=scenario,
-            tutor=self._custom_tutor
-            or tutor_factory(options_model(tutor_factory).model_validate(scenario.tutor.options)),
-            student=student_factory(options_model(student_factory).model_validate(scenario.student.options)),
+            tutor=self._custom_tutor or self._tutor_factory(self._tutor_options),
+            student=self._student_factory(self._student_options),
             judges=judges,
             clients=clients,
             judge_clients=judge_clients,
@@ -287,11 +288,10 @@ class Runner:
         scenario = self.scenario
         specs = [scenario.models.tutor, scenario.models.student, *scenario.models.judge]
         providers = sorted({spec.provider for spec in specs if spec is not None})
-        previous = self.run_dir.read_manifest() if (self.run_dir.path / "manifest.json").exists() else {}
         self.run_dir.write_manifest(
             {
                 "simrun_version": _versions().get("simrun", "unknown"),
-                "record_version": 1,
+                "record_version": RECORD_VERSION,
                 "scenario": scenario.resolved(),
                 "scenario_hash": scenario.content_hash(),
                 "kind": scenario.kind,
@@ -309,16 +309,9 @@ class Runner:
                     "error": self._earlier_errors + self.errors,
                     "resumed_with": self.already_done,
                 },
-                "calls": {
-                    "requests": self.stats.requests,
-                    "retries": self.stats.retries,
-                    "retries_by_kind": self.stats.retries_by_kind,
-                    "failed": self.stats.failures,
-                    "prompt_tokens": self.stats.prompt_tokens,
-                    "completion_tokens": self.stats.completion_tokens,
-                },
+                "calls": asdict(self.stats),
                 "versions": _versions(),
-                "started_at": previous.get("started_at", self._started_at),
+                "started_at": self._started_at,
                 "updated_at": utc_now(),
             }
         )
