@@ -21,7 +21,7 @@ DEFAULT_TUTOR_PROMPT = (
 
 def tutor_messages(ctx: EpisodeContext, system_prompt: str) -> list[dict[str, str]]:
     """The conversation as the tutor sees it: its system prompt, then only the turns visible to it."""
-    variables: dict[str, Any] = {"item": ctx.episode.item, "condition": dict(ctx.condition)}
+    variables: dict[str, Any] = {**ctx.episode.extras, "item": ctx.episode.item, "condition": dict(ctx.condition)}
     messages = [{"role": "system", "content": render(system_prompt, variables)}]
     for turn in ctx.visible_turns():
         messages.append({"role": "user" if turn.role == "student" else "assistant", "content": turn.text})

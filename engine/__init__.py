@@ -23,7 +23,7 @@ from .errors import (
 )
 from .items import ITEM_SOURCES, Item
 from .loading import apply_overrides, build_scenario, check_scenario, load_scenario
-from .plan import Episode, derive_seed, load_items, plan_episodes
+from .plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
 from .plugins import (
     JUDGES,
     PROTOCOLS,
@@ -44,9 +44,10 @@ from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .registry import Registry, load_plugins
 from .report import write_report
 from .runner import RunHandle, Runner, RunResult, open_run, run, run_sync
-from .spec import ItemSourceSpec, JudgeSpec, ModelSpec, ModelsSpec, Scenario, StudentSpec, TutorSpec
+from .spec import DesignSpec, ItemSourceSpec, JudgeSpec, ModelSpec, ModelsSpec, Scenario, StudentSpec, TutorSpec
 
 __all__ = (
+    "DESIGNS",
     "ITEM_SOURCES",
     "JUDGES",
     "PROTOCOLS",
@@ -61,6 +62,8 @@ __all__ = (
     "ChatModel",
     "ChatReply",
     "ChatRequest",
+    "Design",
+    "DesignSpec",
     "DialogueProtocol",
     "Episode",
     "EpisodeContext",
@@ -102,6 +105,7 @@ __all__ = (
     "load_items",
     "load_plugins",
     "load_scenario",
+    "make_design",
     "open_run",
     "options_model",
     "plan_episodes",

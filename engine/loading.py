@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError, SimError
 from .items import ITEM_SOURCES
+from .plan import DESIGNS
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, options_model
 from .providers import PROVIDERS
 from .spec import Scenario
@@ -99,6 +100,8 @@ def check_scenario(
                 raise ScenarioError(_format_validation(exc, source, tree, prefix=tuple(loc[:-1]), root=model)) from None
 
     resolve(PROTOCOLS, scenario.kind, ("kind",), None)
+    if scenario.design is not None:
+        resolve(DESIGNS, scenario.design.name, ("design", "name"), scenario.design.options)
     resolve(SUMMARIZERS, scenario.kind, ("kind",), None)
     resolve(TUTORS, scenario.tutor.agent, ("tutor", "agent"), scenario.tutor.options)
     resolve(STUDENTS, scenario.student.strategy, ("student", "strategy"), scenario.student.options)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from .errors import ScenarioError
 from .items import ITEM_SOURCES, Item
+from .registry import Registry, options_model
 from .spec import Scenario
 
-__all__ = ("Episode", "derive_seed", "load_items", "plan_episodes")
+__all__ = ("DESIGNS", "Design", "Episode", "derive_seed", "load_items", "make_design", "plan_episodes")
 
 
 def derive_seed(*parts: object) -> int:
@@ -27,10 +31,39 @@ class Episode:
     condition: dict[str, str] = field(hash=False)
     replicate: int
     seed: int
+    extras: dict[str, Any] = field(default_factory=dict, hash=False)
+    """What the design tells this episode about its condition (e.g. the cue sentence); JSON-safe."""
 
     def seed_for(self, *parts: object) -> int:
         """A sub-seed for one call of this episode, so concurrent calls never share a random stream."""
         return derive_seed(self.seed, *parts)
+
+
+class Design(Protocol):
+    """Generates conditions that are not a plain cross product, and each episode's view of its own condition."""
+
+    @property
+    def paired_factors(self) -> tuple[str, ...]:
+        """Factors that vary *within* a pair: they leave the episode seed unchanged, so paired episodes share
+        the student's seed and turn budget and differ only in what these factors change (the cue)."""
+        ...
+
+    @property
+    def min_items(self) -> int: ...
+
+    def conditions(self) -> list[dict[str, str]]: ...
+
+    def extras(self, episode: Episode, /) -> dict[str, Any]: ...
+
+
+DESIGNS: Registry[Callable[[Any], Design]] = Registry("design")
+
+
+def make_design(scenario: Scenario) -> Design | None:
+    if scenario.design is None:
+        return None
+    factory = DESIGNS.get(scenario.design.name)
+    return factory(options_model(factory).model_validate(scenario.design.options))
 
 
 def load_items(scenario: Scenario) -> list[Item]:
@@ -52,13 +85,22 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
     Returned in a shuffled order (seeded by the run seed) so that no condition systematically runs first;
     `limit` keeps the first N of the unshuffled plan, so a limited run is a stable subset.
     """
+    design = make_design(scenario)
+    if design is not None and len(items) < design.min_items:
+        raise ScenarioError(
+            f"the design needs at least {design.min_items} items for its paired statistics and the scenario "
+            f"has {len(items)}: add items (or raise the item source's `limit`)"
+        )
     factors = list(scenario.factors.items())
     names = [name for name, _ in factors]
+    crossed = [dict(zip(names, levels, strict=True)) for levels in itertools.product(*(v for _, v in factors))]
+    conditions = [{**d, **c} for d in design.conditions() for c in crossed] if design is not None else crossed
+    paired = set(design.paired_factors) if design is not None else set()
     episodes: list[Episode] = []
     seen: set[str] = set()
     for item in items:
-        for levels in itertools.product(*(values for _, values in factors)):
-            condition = dict(zip(names, levels, strict=True))
+        for base in conditions:
+            condition = dict(base)
             if any(condition.get(f, level) != level for f, level in item.fixed.items()):
                 continue
             condition.update({f: level for f, level in item.fixed.items() if f not in condition})
@@ -67,8 +109,12 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
                 if episode_id in seen:
                     raise ScenarioError(f"duplicate episode id {episode_id!r}: item ids must be unique")
                 seen.add(episode_id)
-                seed = derive_seed(scenario.seed, episode_id)
-                episodes.append(Episode(episode_id, item, condition, replicate, seed))
+                pair = {f: level for f, level in condition.items() if f not in paired}
+                seed = derive_seed(scenario.seed, _episode_id(item, pair, replicate))
+                episode = Episode(episode_id, item, condition, replicate, seed)
+                if design is not None:
+                    episode = dataclasses.replace(episode, extras=design.extras(episode))
+                episodes.append(episode)
     if scenario.limit is not None:
         episodes = episodes[: scenario.limit]
     random.Random(scenario.seed).shuffle(episodes)

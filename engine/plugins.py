@@ -11,13 +11,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
 from rich.console import RenderableType
 
 from .client import ModelClient
 from .plan import Episode
 from .records import EpisodeRecord, Judgment, Turn, Usage
-from .registry import Registry
+from .registry import NoOptions, Registry, options_model
 from .spec import Scenario
 
 __all__ = (
@@ -38,17 +37,6 @@ __all__ = (
     "Utterance",
     "options_model",
 )
-
-
-class NoOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def options_model(plugin: object) -> type[BaseModel]:
-    """The pydantic model a plug-in's options are validated with (its `Options` attribute, or none)."""
-    model = getattr(plugin, "Options", NoOptions)
-    assert isinstance(model, type) and issubclass(model, BaseModel), f"{plugin!r}.Options must be a BaseModel"
-    return model
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
+from pydantic import BaseModel, ConfigDict
+
 from .errors import UnknownPluginError
 
-__all__ = ("PLUGIN_GROUP", "Registry", "load_plugins")
+__all__ = ("PLUGIN_GROUP", "NoOptions", "Registry", "load_plugins", "options_model")
 
 PLUGIN_GROUP = "simrun.plugins"
 T = TypeVar("T")
@@ -78,3 +80,14 @@ class Registry(Generic[T]):
             yield
         finally:
             del self._items[name]
+
+
+class NoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def options_model(plugin: object) -> type[BaseModel]:
+    """The pydantic model a plug-in's options are validated with (its `Options` attribute, or none)."""
+    model = getattr(plugin, "Options", NoOptions)
+    assert isinstance(model, type) and issubclass(model, BaseModel), f"{plugin!r}.Options must be a BaseModel"
+    return model

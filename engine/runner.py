@@ -278,7 +278,7 @@ class Runner:
             turns=ctx.turns,
             judgments=ctx.judgments,
             metrics=ctx.metrics,
-            meta={"domain": episode.item.domain, **ctx.meta},
+            meta={"domain": episode.item.domain, **episode.extras, **ctx.meta},
             usage=usage,
             started_at=started,
             finished_at=utc_now(),

@@ -10,6 +10,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 __all__ = (
+    "DesignSpec",
     "ItemSourceSpec",
     "JudgeSpec",
     "ModelSpec",
@@ -110,6 +111,17 @@ class JudgeSpec(_PluginSpec):
         return _short_form("name", data)
 
 
+class DesignSpec(_PluginSpec):
+    """A condition generator by name (e.g. `demographic`), with its options; crossed with `factors`."""
+
+    name: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("name", data)
+
+
 class ItemSourceSpec(_PluginSpec):
     """Where items come from: `{source: bank, path: items/stem.yaml}`; paths are relative to the scenario."""
 
@@ -135,6 +147,8 @@ class Scenario(_Spec):
     items: list[ItemSourceSpec] = Field(min_length=1)
     factors: dict[str, list[str]] = Field(default_factory=dict)
     """Condition factors and their levels; episodes cross them with the items."""
+    design: DesignSpec | None = None
+    """Generates conditions that are not a plain cross product (e.g. demographic cues, paired by item)."""
     tutor: TutorSpec = Field(default_factory=lambda: TutorSpec())
     student: StudentSpec
     judges: list[JudgeSpec] = Field(default_factory=list)
