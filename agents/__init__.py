@@ -1,20 +1,30 @@
 """The participants: the tutor agent, student strategies and dialogue protocols (registered by name)."""
 
 from .crescendo import CrescendoProtocol
+from .persona import DEFAULT_OPENING, PersonaStudent, builtin_profile, student_messages
 from .students import AttackerTurn, Backtracking, CrescendoStudent, ScriptedStudent, turn_budget
 from .templates import check_template, render
 from .tutor import DEFAULT_TUTOR_PROMPT, ModelTutor, tutor_messages
+from .tutoring import DEFAULT_MAX_TURNS, FairnessProtocol, StopReason, TutorLedSettings
 
 __all__ = (
+    "DEFAULT_MAX_TURNS",
+    "DEFAULT_OPENING",
     "DEFAULT_TUTOR_PROMPT",
     "AttackerTurn",
     "Backtracking",
     "CrescendoProtocol",
     "CrescendoStudent",
+    "FairnessProtocol",
     "ModelTutor",
+    "PersonaStudent",
     "ScriptedStudent",
+    "StopReason",
+    "TutorLedSettings",
+    "builtin_profile",
     "check_template",
     "render",
+    "student_messages",
     "tutor_messages",
     "turn_budget",
 )

@@ -1,0 +1,448 @@
+"""engine.paired: every statistic checked against hand computations, exact enumeration or an independent scipy call."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from engine import derive_seed
+from engine.paired import (
+    MEANINGFUL_R,
+    MIN_PAIRS,
+    N_BOOT,
+    Contrast,
+    friedman_then_pairwise,
+    mismatch_contrasts,
+    paired_contrast,
+    rank_biserial,
+)
+
+FAST = 200
+"""Resamples for tests whose point is not the interval's precision."""
+
+
+def contrast(
+    d: Sequence[float] | np.ndarray, *, seed: int = 0, n_boot: int = FAST, min_pairs: int = MIN_PAIRS
+) -> Contrast:
+    """paired_contrast on differences (b = 0), so tests can state d directly."""
+    a = [float(x) for x in d]
+    return paired_contrast(a, [0.0] * len(a), a_name="a", b_name="b", seed=seed, n_boot=n_boot, min_pairs=min_pairs)
+
+
+def exact_two_sided_p(d: list[float]) -> float:
+    """Exact signed-rank p by enumerating all 2^n sign patterns (no ties, no zeros)."""
+    magnitudes = sorted(abs(x) for x in d)
+    ranks = {value: position + 1 for position, value in enumerate(magnitudes)}
+    observed = sum(ranks[abs(x)] for x in d if x > 0)
+    sums = [
+        sum(r for r, sign in zip(range(1, len(d) + 1), signs, strict=True) if sign)
+        for signs in itertools.product([False, True], repeat=len(d))
+    ]
+    upper = sum(s >= observed for s in sums) / len(sums)
+    lower = sum(s <= observed for s in sums) / len(sums)
+    return min(1.0, 2 * min(upper, lower))
+
+
+# --- rank_biserial ---------------------------------------------------------------------------------------------
+
+
+def test_rank_biserial_hand_computed() -> None:
+    """d = [1, −2, 3, 4, 0]: zero dropped, |d| ranks 1,2,3,4, R+ = 1+3+4 = 8, R− = 2, r = 6/10."""
+    assert rank_biserial([1, -2, 3, 4, 0]) == pytest.approx(0.6, abs=1e-12)
+
+
+def test_rank_biserial_second_hand_example() -> None:
+    """d = [3, −1, 4, −2, 6, 5]: ranks = |d|, R+ = 3+4+6+5 = 18, R− = 1+2 = 3, r = 15/21."""
+    assert rank_biserial([3, -1, 4, -2, 6, 5]) == pytest.approx(15 / 21, abs=1e-12)
+
+
+def test_rank_biserial_ties_get_average_ranks() -> None:
+    """d = [−2, 2, 2, −5, 0, 1]: |d| 1→1, 2,2,2→3 each, 5→5; R+ = 3+3+1 = 7, R− = 3+5 = 8, r = −1/15."""
+    assert rank_biserial([-2, 2, 2, -5, 0, 1]) == pytest.approx(-1 / 15, abs=1e-12)
+    # d = [1, −1, 2, 3]: |d| ranks 1.5, 1.5, 3, 4; R+ = 8.5, R− = 1.5, r = 7/10.
+    assert rank_biserial([1, -1, 2, 3]) == pytest.approx(0.7, abs=1e-12)
+
+
+def test_rank_biserial_extremes_and_empty() -> None:
+    """All positive → 1, all negative → −1, only zeros → 0.0, nothing → None."""
+    assert rank_biserial([0.5, 2, 7, 0]) == 1.0
+    assert rank_biserial([-0.5, -2, -7]) == -1.0
+    assert rank_biserial([0, 0, 0]) == 0.0
+    assert rank_biserial([]) is None
+
+
+def test_rank_biserial_rejects_nan() -> None:
+    """A NaN difference is an unpaired item the caller forgot to drop, not a value to rank."""
+    with pytest.raises(ValueError, match="finite"):
+        rank_biserial([1.0, math.nan])
+
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@settings(derandomize=True)
+@given(st.lists(finite, min_size=1, max_size=40))
+def test_rank_biserial_bounded_and_antisymmetric(d: list[float]) -> None:
+    """r lies in [−1, 1] and flipping every sign flips r."""
+    r = rank_biserial(d)
+    flipped = rank_biserial([-x for x in d])
+    assert r is not None and flipped is not None
+    assert -1.0 <= r <= 1.0
+    assert flipped == pytest.approx(-r, abs=1e-12)
+
+
+@settings(derandomize=True)
+@given(
+    st.lists(st.integers(min_value=-20, max_value=20), min_size=1, max_size=40),
+    st.floats(min_value=0.1, max_value=10.0),
+)
+def test_rank_biserial_invariant_to_positive_scaling(d: list[int], scale: float) -> None:
+    """Only signs and the order of |d| matter, so rescaling a metric cannot change r."""
+    assert rank_biserial([x * scale for x in d]) == pytest.approx(rank_biserial([float(x) for x in d]), abs=1e-12)
+
+
+# --- Wilcoxon p ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("d", "by_hand"),
+    [
+        # ranks 1..6 = |d| order; R+ = 2+3+4+5+6 = 20, R− = 1; W+ ≤ 1 in {∅, {1}} → 2/64, two-sided 4/64.
+        ([1.5, -0.5, 2.5, 3.5, 4.5, 5.5], 4 / 64),
+        # R+ = 18, R− = 3; W+ ≤ 3 in {∅, {1}, {2}, {3}, {1, 2}} → 5/64, two-sided 10/64.
+        ([3.0, -1.0, 4.0, -2.0, 6.0, 5.0], 10 / 64),
+    ],
+)
+def test_wilcoxon_p_matches_exact_enumeration(d: list[float], by_hand: float) -> None:
+    """n = 6, no ties or zeros: the p equals the 2^6 enumeration, the hand count and scipy's exact method."""
+    assert exact_two_sided_p(d) == pytest.approx(by_hand, abs=1e-12)
+    assert stats.wilcoxon(d, method="exact").pvalue == pytest.approx(by_hand, abs=1e-12)
+    found = contrast(d, min_pairs=6)
+    assert found.status == "ok"
+    assert found.p == pytest.approx(by_hand, abs=1e-12)
+
+
+def test_wilcoxon_p_matches_scipy_pratt_with_zeros_and_ties() -> None:
+    """With zeros and ties the p is scipy's two-sided Pratt p on the same differences."""
+    d = [1, 0, 2, -1, 3, 0, 2, 4, -2, 1, 5, 0, 3, 1, -1, 2, 6, 0, 1, 2, 3, -3, 4, 1]
+    found = contrast(d)
+    expected = stats.wilcoxon(d, zero_method="pratt", alternative="two-sided").pvalue
+    assert found.n == len(d)
+    assert found.p == pytest.approx(float(expected), rel=1e-12)
+    assert found.p_adjusted == found.p
+    assert found.mean_diff == pytest.approx(sum(d) / len(d), abs=1e-12)
+    assert found.r == pytest.approx(rank_biserial(d), abs=1e-12)
+
+
+def test_wilcoxon_uses_differences_of_a_minus_b() -> None:
+    """paired_contrast(a, b) tests a − b item by item; swapping a and b flips r and mean_diff, keeps p."""
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=25)
+    a, b = list(base + rng.normal(0.4, 1, 25)), list(base)
+    forward = paired_contrast(a, b, a_name="x", b_name="y", seed=1, n_boot=FAST)
+    backward = paired_contrast(b, a, a_name="y", b_name="x", seed=1, n_boot=FAST)
+    expected = stats.wilcoxon(np.subtract(a, b), zero_method="pratt").pvalue
+    assert forward.p == pytest.approx(float(expected), rel=1e-12)
+    assert backward.p == pytest.approx(float(expected), rel=1e-12)
+    assert forward.r is not None and backward.r is not None
+    assert backward.r == pytest.approx(-forward.r, abs=1e-12)
+    assert (forward.a, forward.b) == ("x", "y")
+
+
+def test_all_zero_differences_are_no_effect_without_warnings() -> None:
+    """Identical levels: r = 0, p = 1, CI (0, 0), not a violation — and no scipy warning (warnings are errors)."""
+    found = contrast([0.0] * 20)
+    assert (found.r, found.p, found.ci_low, found.ci_high) == (0.0, 1.0, 0.0, 0.0)
+    assert not found.violation and not found.meaningful
+
+
+def test_float_noise_is_not_a_difference() -> None:
+    """0.1 + 0.2 vs 0.3 differs by 5.6e-17; that is noise, so the pair counts as a zero difference."""
+    found = paired_contrast([0.1 + 0.2] * 16, [0.3] * 16, a_name="a", b_name="b", seed=0, n_boot=FAST)
+    assert (found.r, found.p, found.mean_diff) == (0.0, 1.0, 0.0)
+
+
+# --- bootstrap CI ----------------------------------------------------------------------------------------------
+
+
+def noise(seed: int, n: int, shift: float = 0.0) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).normal(shift, 1.0, n)]
+
+
+def test_bootstrap_ci_reproducible_with_seed() -> None:
+    """The same seed gives the same interval; another seed gives a different one."""
+    d = noise(3, 30, 0.3)
+    first, again, other = contrast(d, seed=11), contrast(d, seed=11), contrast(d, seed=12)
+    assert (first.ci_low, first.ci_high) == (again.ci_low, again.ci_high)
+    assert (first.ci_low, first.ci_high) != (other.ci_low, other.ci_high)
+
+
+def test_strong_effect_is_a_violation() -> None:
+    """A clear shift: the CI contains r, excludes 0, and r is meaningful."""
+    found = contrast(noise(5, 30, 1.0), seed=2)
+    assert found.status == "ok"
+    assert found.r is not None and found.ci_low is not None and found.ci_high is not None
+    assert found.ci_low <= found.r <= found.ci_high
+    assert found.ci_low > 0
+    assert found.violation and found.meaningful
+
+
+def test_pure_noise_is_not_a_violation() -> None:
+    """Seeded noise around 0: the CI straddles 0, so no violation."""
+    found = contrast(noise(8, 40), seed=4)
+    assert found.ci_low is not None and found.ci_high is not None
+    assert found.ci_low < 0 < found.ci_high
+    assert not found.violation
+
+
+def test_bootstrap_ci_agrees_with_independent_percentile_bootstrap() -> None:
+    """B = 1000 (the real setting): within 0.05 of a numpy percentile bootstrap of r with 5000 resamples."""
+    d = np.asarray(noise(21, 40, 0.3))
+    found = contrast(list(d), seed=9, n_boot=N_BOOT)
+    rng = np.random.default_rng(12345)
+    resamples = d[rng.integers(0, d.size, size=(5000, d.size))]
+    distribution = []
+    for sample in resamples:
+        nonzero = sample[sample != 0]
+        ranks = stats.rankdata(np.abs(nonzero))
+        distribution.append((ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum())
+    low, high = np.percentile(distribution, [2.5, 97.5])
+    assert found.ci_low == pytest.approx(low, abs=0.05)
+    assert found.ci_high == pytest.approx(high, abs=0.05)
+
+
+def test_constant_nonzero_difference_has_point_interval() -> None:
+    """Every item +1: every resample is the sample, so CI = (1, 1) and no degenerate-data warning."""
+    found = contrast([1.0] * 15)
+    assert (found.r, found.ci_low, found.ci_high) == (1.0, 1.0, 1.0)
+    assert found.violation
+
+
+def test_meaningful_threshold_is_inclusive() -> None:
+    """d = 1..15 with 12..15 negative: R+ = 66, R− = 54, r = 12/120 = 0.10 exactly, which is meaningful."""
+    d = [float(-k if k >= 12 else k) for k in range(1, 16)]
+    found = contrast(d)
+    assert found.r == MEANINGFUL_R
+    assert found.meaningful
+    assert contrast([-x for x in d]).meaningful
+    # Zero out the first item: |d| = 2..15 take ranks 1..14 (S = 105), negatives 12..15 → R− = 11+12+13+14 = 50,
+    # R+ = 55, r = 5/105 < 0.10.
+    below = [0.0, *d[1:]]
+    smaller = contrast(below)
+    assert smaller.r == pytest.approx(5 / 105, abs=1e-12)
+    assert not smaller.meaningful
+
+
+# --- insufficient pairs and NaN --------------------------------------------------------------------------------
+
+
+def test_fewer_than_min_pairs_is_insufficient() -> None:
+    """14 pairs: status insufficient, nothing estimated or tested, never a violation."""
+    found = contrast([1.0] * (MIN_PAIRS - 1))
+    assert found.n == MIN_PAIRS - 1
+    assert found.status == "insufficient"
+    assert (found.r, found.p, found.p_adjusted, found.ci_low, found.ci_high, found.mean_diff) == (None,) * 6
+    assert not found.violation and not found.meaningful
+    assert contrast([1.0] * MIN_PAIRS).status == "ok"
+
+
+def test_nan_pairs_are_dropped_before_counting() -> None:
+    """16 items with a NaN on either side of two of them leave 14 pairs: insufficient."""
+    a = [1.0] * 16
+    b = [0.0] * 16
+    a[3] = math.nan
+    b[9] = math.nan
+    found = paired_contrast(a, b, a_name="a", b_name="b", seed=0, n_boot=FAST)
+    assert (found.n, found.status) == (14, "insufficient")
+    b[9] = 0.0
+    kept = paired_contrast(a, b, a_name="a", b_name="b", seed=0, n_boot=FAST)
+    assert (kept.n, kept.status, kept.mean_diff) == (15, "ok", 1.0)
+
+
+def test_unequal_lengths_are_rejected() -> None:
+    """Scores that cannot be paired by item are a caller bug, not a smaller sample."""
+    with pytest.raises(ValueError, match="equal-length"):
+        paired_contrast([1.0, 2.0], [1.0], a_name="a", b_name="b", seed=0)
+
+
+def test_infinite_scores_are_rejected() -> None:
+    """An infinite score is a broken metric, not a large difference; it must not be ranked silently."""
+    with pytest.raises(ValueError, match="infinite"):
+        paired_contrast([math.inf] * 15, [0.0] * 15, a_name="a", b_name="b", seed=0)
+    with pytest.raises(ValueError, match="infinite"):
+        friedman_then_pairwise({"x": [math.inf] * 15, "y": [0.0] * 15, "z": [0.0] * 15}, seed=0)
+
+
+def test_as_dict_is_plain_json() -> None:
+    """as_dict holds only built-in types and no NaN, so records serialise strictly."""
+    for found in (contrast(noise(1, 20, 0.5)), contrast([1.0] * 3)):
+        data = found.as_dict()
+        json.dumps(data, allow_nan=False)
+        assert all(type(v) in (str, int, float, bool, type(None)) for v in data.values())
+        assert set(data) == set(Contrast.__dataclass_fields__)
+
+
+# --- Friedman then pairwise ------------------------------------------------------------------------------------
+
+
+def ses_columns(effect: float, seed: int, n: int = 24) -> dict[str, list[float]]:
+    """Three SES levels over shared items (item difficulty in common), the high level shifted by `effect`."""
+    rng = np.random.default_rng(seed)
+    item = rng.normal(0, 2, n)
+    return {
+        "low-income": [float(x) for x in item + rng.normal(0, 1, n)],
+        "middle-class": [float(x) for x in item + rng.normal(0, 1, n)],
+        "high-income": [float(x) for x in item + effect + rng.normal(0, 1, n)],
+    }
+
+
+def test_friedman_matches_scipy_and_runs_bonferroni_pairwise() -> None:
+    """A planted shift: statistic and p are scipy's, all three pairs follow, p_adjusted = min(1, 3p)."""
+    columns = ses_columns(1.5, seed=31)
+    found = friedman_then_pairwise(columns, seed=5, n_boot=FAST)
+    expected = stats.friedmanchisquare(*columns.values())
+    assert found.status == "ok" and found.n == 24
+    assert found.statistic == pytest.approx(float(expected.statistic), rel=1e-12)
+    assert found.p == pytest.approx(float(expected.pvalue), rel=1e-12)
+    assert found.p is not None and found.p < 0.10
+    pairs = [(c.a, c.b) for c in found.pairwise]
+    assert pairs == [("low-income", "middle-class"), ("low-income", "high-income"), ("middle-class", "high-income")]
+    for pair in found.pairwise:
+        d = np.subtract(columns[pair.a], columns[pair.b])
+        raw = float(stats.wilcoxon(d, zero_method="pratt").pvalue)
+        assert pair.p == pytest.approx(raw, rel=1e-12)
+        assert pair.p_adjusted == pytest.approx(min(1.0, 3 * raw), rel=1e-12)
+    assert any(pair.p_adjusted == 1.0 for pair in found.pairwise)  # low vs middle: no effect, capped at 1
+    assert found.pairwise[1].violation  # low vs high carries the planted shift
+
+
+def test_pairwise_contrasts_get_distinct_seeds() -> None:
+    """Each pair's bootstrap uses its own derived seed, reproducible across calls and not Python's hash()."""
+    assert derive_seed(5, "a", "b") == derive_seed(5, "a", "b")
+    assert derive_seed(5, "a", "b") != derive_seed(5, "b", "a")
+    assert derive_seed(5, "a", "b") != derive_seed(6, "a", "b")
+    columns = ses_columns(1.5, seed=31)
+    found = friedman_then_pairwise(columns, seed=5, n_boot=FAST)
+    pair = found.pairwise[0]
+    direct = paired_contrast(
+        columns[pair.a],
+        columns[pair.b],
+        a_name=pair.a,
+        b_name=pair.b,
+        seed=derive_seed(5, pair.a, pair.b),
+        n_boot=FAST,
+    )
+    assert (direct.ci_low, direct.ci_high) == (pair.ci_low, pair.ci_high)
+
+
+def test_friedman_without_effect_skips_pairwise() -> None:
+    """p ≥ 0.10: the omnibus gate stops the pairwise tests."""
+    columns = ses_columns(0.0, seed=2)
+    found = friedman_then_pairwise(columns, seed=5, n_boot=FAST)
+    assert found.p == pytest.approx(float(stats.friedmanchisquare(*columns.values()).pvalue), rel=1e-12)
+    assert found.p is not None and found.p >= 0.10
+    assert found.pairwise == ()
+
+
+def test_friedman_constant_rows_give_p_one_without_warnings() -> None:
+    """Every item ties across levels: statistic 0, p 1, no pairwise, and no scipy division warning."""
+    item = [float(k % 4) for k in range(20)]
+    found = friedman_then_pairwise({"low": item, "mid": item, "high": item}, seed=0)
+    assert (found.statistic, found.p, found.pairwise) == (0.0, 1.0, ())
+
+
+def test_friedman_drops_incomplete_items_and_reports_insufficient() -> None:
+    """An item with a NaN at any level leaves all tests; 16 items with two incomplete leave 14: insufficient."""
+    columns = ses_columns(1.5, seed=31, n=16)
+    columns["low-income"][0] = math.nan
+    columns["high-income"][5] = math.nan
+    found = friedman_then_pairwise(columns, seed=0, n_boot=FAST)
+    assert (found.n, found.status, found.statistic, found.p, found.pairwise) == (14, "insufficient", None, None, ())
+    json.dumps(found.as_dict(), allow_nan=False)
+
+
+def test_friedman_needs_three_levels() -> None:
+    """Two levels are a plain paired contrast; Friedman refuses them with a pointer."""
+    with pytest.raises(ValueError, match="paired_contrast"):
+        friedman_then_pairwise({"a": [1.0] * 20, "b": [2.0] * 20}, seed=0)
+
+
+# --- the opposite (mismatch) design ----------------------------------------------------------------------------
+
+
+def planted_cells(n: int = 20, noise_sd: float = 0.0, seed: int = 0) -> dict[tuple[str, str], list[float]]:
+    """Item difficulty k % 5; perceived female adds +1; optional per-cell noise."""
+    rng = np.random.default_rng(seed)
+    item = np.array([float(k % 5) for k in range(n)])
+    cells = {}
+    for stated in ("female", "male"):
+        for perceived in ("female", "male"):
+            bump = 1.0 if perceived == "female" else 0.0
+            cells[(stated, perceived)] = [float(x) for x in item + bump + rng.normal(0, noise_sd, n)]
+    return cells
+
+
+def test_mismatch_planted_perceived_effect_by_hand() -> None:
+    """Perceived female +1, no noise: FF − MM = +1, FM − MF = −1, perceived +1, stated 0, interaction 0."""
+    found = mismatch_contrasts(planted_cells(), seed=3, n_boot=FAST)
+    assert found.matched.mean_diff == 1.0 and found.matched.r == 1.0
+    assert found.mismatched.mean_diff == -1.0 and found.mismatched.r == -1.0
+    assert found.perceived.mean_diff == 1.0
+    assert found.stated.mean_diff == 0.0 and found.stated.p == 1.0
+    assert found.interaction.mean_diff == 0.0
+    assert found.perceived.violation and not found.stated.violation and not found.interaction.violation
+    assert (found.matched.a, found.matched.b) == ("female/female", "male/male")
+    assert (found.mismatched.a, found.mismatched.b) == ("female/male", "male/female")
+    assert (found.interaction.b, found.interaction.n) == ("0", 20)
+
+
+def test_mismatch_with_noise_matches_per_item_formulas() -> None:
+    """Noisy cells: each mean_diff is the mean of its per-item formula, and matched = perceived + stated."""
+    cells = planted_cells(noise_sd=0.5, seed=17)
+    ff, fm, mf, mm = (
+        np.array(cells[key]) for key in [("female", "female"), ("female", "male"), ("male", "female"), ("male", "male")]
+    )
+    found = mismatch_contrasts(cells, seed=3, n_boot=FAST)
+    assert found.matched.mean_diff == pytest.approx(np.mean(ff - mm), abs=1e-9)
+    assert found.mismatched.mean_diff == pytest.approx(np.mean(fm - mf), abs=1e-9)
+    assert found.perceived.mean_diff == pytest.approx(np.mean((ff + mf) / 2 - (fm + mm) / 2), abs=1e-9)
+    assert found.stated.mean_diff == pytest.approx(np.mean((ff + fm) / 2 - (mf + mm) / 2), abs=1e-9)
+    assert found.interaction.mean_diff == pytest.approx(np.mean(ff - fm - mf + mm), abs=1e-9)
+    assert found.perceived.mean_diff is not None and found.stated.mean_diff is not None
+    assert found.matched.mean_diff == pytest.approx(found.perceived.mean_diff + found.stated.mean_diff, abs=1e-9)
+    assert found.perceived.p == pytest.approx(
+        float(stats.wilcoxon((ff + mf) / 2 - (fm + mm) / 2, zero_method="pratt").pvalue), rel=1e-9
+    )
+    assert found.perceived.violation and not found.stated.violation
+    json.dumps(found.as_dict(), allow_nan=False)
+
+
+def test_mismatch_drops_items_missing_any_cell() -> None:
+    """An item missing one cell leaves all five contrasts, so they stay on the same items."""
+    cells = planted_cells(n=17)
+    cells[("male", "female")][4] = math.nan
+    cells[("female", "female")][9] = math.nan
+    found = mismatch_contrasts(cells, seed=0, n_boot=FAST)
+    every = (found.matched, found.mismatched, found.perceived, found.stated, found.interaction)
+    assert {c.n for c in every} == {15}
+    assert found.matched.n == 15 and found.stated.n == 15
+
+
+def test_mismatch_custom_level_names_and_bad_cells() -> None:
+    """Other level names work; a missing cell is rejected with the expected keys."""
+    short = {"female": "w", "male": "m"}
+    renamed = {(short[stated], short[perceived]): v for (stated, perceived), v in planted_cells().items()}
+    found = mismatch_contrasts(renamed, seed=0, first="w", second="m", n_boot=FAST)
+    assert found.perceived.mean_diff == 1.0
+    assert (found.perceived.a, found.perceived.b) == ("perceived w", "perceived m")
+    del renamed[("w", "m")]
+    with pytest.raises(ValueError, match="cells"):
+        mismatch_contrasts(renamed, seed=0, first="w", second="m")
