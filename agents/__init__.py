@@ -4,7 +4,7 @@ from .crescendo import CrescendoProtocol
 from .persona import DEFAULT_OPENING, PersonaStudent, builtin_profile, student_messages
 from .students import AttackerTurn, Backtracking, CrescendoStudent, ScriptedStudent, turn_budget
 from .templates import check_template, render
-from .tutor import DEFAULT_TUTOR_PROMPT, ModelTutor, tutor_messages
+from .tutor import DEFAULT_TUTOR_PROMPT, ModelTutor, system_prompt_for, tutor_messages
 from .tutoring import DEFAULT_MAX_TURNS, FairnessProtocol, StopReason, TutorLedSettings
 
 __all__ = (
@@ -24,6 +24,7 @@ __all__ = (
     "builtin_profile",
     "check_template",
     "render",
+    "system_prompt_for",
     "student_messages",
     "tutor_messages",
     "turn_budget",

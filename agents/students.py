@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engine import STUDENTS, BadModelOutput, EpisodeContext, RequestContext, Utterance
+from engine import STUDENTS, BadModelOutput, Episode, EpisodeContext, RequestContext, Utterance
 from engine.text import parse_json_object
 from personas import Dimension, taxonomy
 
@@ -52,6 +52,11 @@ class ScriptedStudent:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+
+    def preflight(self, episode: Episode, /) -> None:
+        """Render the utterances for a planned episode, so a missing variable fails before any call."""
+        for utterance in self.options.utterances or ():
+            render(utterance, {"item": episode.item, "condition": dict(episode.condition)})
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
         item = ctx.episode.item

@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from engine import TUTORS, EpisodeContext, RequestContext, Utterance
+from engine import TUTORS, Episode, EpisodeContext, RequestContext, Utterance
 
 from .templates import check_template, render
 
-__all__ = ("DEFAULT_TUTOR_PROMPT", "ModelTutor", "tutor_messages")
+__all__ = ("DEFAULT_TUTOR_PROMPT", "ModelTutor", "system_prompt_for", "tutor_messages")
 
 DEFAULT_TUTOR_PROMPT = (
     "You are a patient {{ item.domain }} tutor for a secondary-school student. Help the student understand and "
@@ -19,10 +19,15 @@ DEFAULT_TUTOR_PROMPT = (
 )
 
 
+def system_prompt_for(episode: Episode, template: str) -> str:
+    """The tutor's system prompt for one episode: the item, the condition and the design's extras (the cue)."""
+    variables: dict[str, Any] = {**episode.extras, "item": episode.item, "condition": dict(episode.condition)}
+    return render(template, variables)
+
+
 def tutor_messages(ctx: EpisodeContext, system_prompt: str) -> list[dict[str, str]]:
     """The conversation as the tutor sees it: its system prompt, then only the turns visible to it."""
-    variables: dict[str, Any] = {**ctx.episode.extras, "item": ctx.episode.item, "condition": dict(ctx.condition)}
-    messages = [{"role": "system", "content": render(system_prompt, variables)}]
+    messages = [{"role": "system", "content": system_prompt_for(ctx.episode, system_prompt)}]
     for turn in ctx.visible_turns():
         messages.append({"role": "user" if turn.role == "student" else "assistant", "content": turn.text})
     return messages
@@ -43,6 +48,10 @@ class ModelTutor:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+
+    def preflight(self, episode: Episode, /) -> None:
+        """Render the system prompt for a planned episode, so a missing variable fails before any call."""
+        system_prompt_for(episode, self.options.system_prompt)
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance:
         client = ctx.clients["tutor"]

@@ -43,7 +43,7 @@ from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestCont
 from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .registry import Registry, load_plugins
 from .report import write_report
-from .runner import RunHandle, Runner, RunResult, open_run, run, run_sync
+from .runner import RunHandle, Runner, RunResult, open_run, preflight, run, run_sync
 from .spec import DesignSpec, ItemSourceSpec, JudgeSpec, ModelSpec, ModelsSpec, Scenario, StudentSpec, TutorSpec
 
 __all__ = (
@@ -109,6 +109,7 @@ __all__ = (
     "open_run",
     "options_model",
     "plan_episodes",
+    "preflight",
     "run",
     "run_sync",
     "write_report",

@@ -28,7 +28,7 @@ from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstim
 from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
-from .runner import Runner, RunResult
+from .runner import Runner, RunResult, preflight
 from .spec import Scenario
 
 __all__ = ("main",)
@@ -183,6 +183,7 @@ def _key_variables(spec: Scenario) -> set[str]:
 
 def _print_plan(spec: Scenario, *, estimate: bool) -> None:
     episodes = plan_episodes(spec, load_items(spec))
+    preflight(spec, episodes)
     console = Console()
     factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items()) or "none"
     items = len({episode.item.id for episode in episodes})

@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -19,11 +19,12 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .client import CallStats, ModelClient
-from .errors import ProviderError
+from .errors import ProviderError, ScenarioError
 from .plan import Episode, load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
 from .providers import PROVIDERS, ChatModel
 from .records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
+from .registry import Registry
 from .report import write_report
 from .rundir import RunDir, utc_now
 from .spec import ModelSpec, Scenario
@@ -36,6 +37,7 @@ __all__ = (
     "Runner",
     "TurnCallback",
     "open_run",
+    "preflight",
     "run",
     "run_sync",
 )
@@ -100,6 +102,7 @@ class Runner:
     ) -> None:
         self.scenario = scenario
         self.episodes = plan_episodes(scenario, load_items(scenario))
+        preflight(scenario, self.episodes, tutor=tutor)
         self.run_dir = RunDir.for_resume(resume, scenario) if resume else RunDir.create(out or Path("runs"), scenario)
         earlier = Counter(r.status for r in self.run_dir.iter_records()) if resume else Counter[str]()
         done = self.run_dir.finished_ids() if resume else set()
@@ -131,10 +134,7 @@ class Runner:
         try:
             async with AsyncExitStack() as stack:
                 clients, judge_clients = await self._open_clients(stack)
-                judges = [
-                    JUDGES.get(spec.name)(options_model(JUDGES.get(spec.name)).model_validate(spec.options))
-                    for spec in self.scenario.judges
-                ]
+                judges: list[Judge] = [_build(JUDGES, spec.name, spec.options) for spec in self.scenario.judges]
                 async with anyio.create_task_group() as outer:
                     if handle_signals:
                         outer.start_soon(self._watch_signals)
@@ -315,6 +315,29 @@ class Runner:
                 "updated_at": utc_now(),
             }
         )
+
+
+def preflight(scenario: Scenario, episodes: Sequence[Episode], *, tutor: Agent | None = None) -> None:
+    """Let the agents check every planned episode (e.g. render their templates) so that bad input is a
+    `ScenarioError` before any model is called, not an error record in the middle of a run."""
+    agents: list[tuple[str, object]] = [
+        ("student", _build(STUDENTS, scenario.student.strategy, scenario.student.options)),
+        ("tutor", tutor or _build(TUTORS, scenario.tutor.agent, scenario.tutor.options)),
+    ]
+    for role, agent in agents:
+        check = getattr(agent, "preflight", None)
+        if check is None:
+            continue
+        for episode in episodes:
+            try:
+                check(episode)
+            except ValueError as exc:
+                raise ScenarioError(f"{role}: {exc} (in episode {episode.id!r})") from None
+
+
+def _build(registry: Registry[Any], name: str, options: Mapping[str, Any]) -> Any:
+    factory = registry.get(name)
+    return factory(options_model(factory).model_validate(options))
 
 
 def _unwrap(exc: Exception) -> Exception:
