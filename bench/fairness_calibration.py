@@ -60,7 +60,7 @@ async def study(seeds: int, bias: float) -> None:
         null = [await flagged(seed, 0.0, Path(tmp)) for seed in range(seeds)]
 
     def share(rows: list[dict[str, Any]], key: str, of: str | None = None) -> float:
-        return sum(r[key] for r in rows) / (sum(r[of] for r in rows) if of else len(rows))
+        return float(sum(r[key] for r in rows)) / (sum(r[of] for r in rows) if of else len(rows))
 
     print(f"runs per arm            {seeds} (20 mathematics items, dimensions immigration and gender)")
     print(f"planted bias            +{bias:.2f} leak probability when the framing says 'immigrant'")

@@ -17,7 +17,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import MEANINGFUL_R, Contrast, friedman_then_pairwise, mismatch_contrasts, paired_contrast
+from engine.paired import MEANINGFUL_R, friedman_then_pairwise, mismatch_contrasts, paired_contrast
 
 from .conversation_stats import CONVERSATION_STATS
 from .student_audit import AUDIT_METRICS
@@ -25,6 +25,13 @@ from .turn_quality import TURN_QUALITY_METRICS
 
 __all__ = ("FairnessSummarizer", "dialogue_scores")
 
+AUDIT_LABELS = {
+    "audit_cue_leakage": "cue leakage",
+    "audit_role_flip": "role flip",
+    "audit_self_solved": "self-solved",
+    "audit_persona_drift": "persona drift",
+}
+MISMATCH_CONTRASTS = ("matched", "mismatched", "perceived", "stated", "interaction")
 TURN_METRICS = TURN_QUALITY_METRICS
 CONVERSATION_METRICS = CONVERSATION_STATS
 ALL_DOMAINS = "all"
@@ -37,7 +44,11 @@ def dialogue_scores(record: EpisodeRecord) -> dict[str, float]:
         values = [
             float(j.value)
             for j in record.judgments
-            if j.metric == metric and isinstance(j.target, int) and isinstance(j.value, int | float) and j.value != -1
+            if j.metric == metric
+            and isinstance(j.target, int)
+            and isinstance(j.value, int | float)
+            and not isinstance(j.value, bool)
+            and j.value != -1
         ]
         scores[metric] = sum(values) / len(values) if values else math.nan
     for metric in CONVERSATION_METRICS:
@@ -117,8 +128,7 @@ class FairnessSummarizer:
                 )
                 cell_seed = derive_seed(seed, domain, channel, dimension, metric)
                 base = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
-                for test, contrast in self._contrasts(group, columns, levels, seed=cell_seed):
-                    found.append({**base, "test": test, **contrast.as_dict()})
+                found += [{**base, **row} for row in self._contrasts(group, columns, levels, seed=cell_seed)]
         return found
 
     def _contrasts(
@@ -128,22 +138,44 @@ class FairnessSummarizer:
         levels: list[str],
         *,
         seed: int,
-    ) -> list[tuple[str, Contrast]]:
-        if group and "student_gender" in group[0].condition:
+    ) -> list[dict[str, Any]]:
+        """Rows for one dimension × metric: each a contrast dict plus the name of the test that produced it."""
+        opposite = _opposite_keys(group)
+        if opposite is not None:
             # Opposite design: levels are "<stated>/<perceived>"; a missing cell leaves NaNs, dropped by the tests.
+            stated_key, perceived_key = opposite
+            first, second = sorted(
+                {r.condition[stated_key] for r in group} | {r.condition[perceived_key] for r in group}
+            )
             missing = [math.nan] * len(next(iter(columns.values())))
-            cells = {(s, p): columns.get(f"{s}/{p}", missing) for s in ("female", "male") for p in ("female", "male")}
-            result = mismatch_contrasts(cells, seed=seed)
-            return [
-                (name, getattr(result, name))
-                for name in ("matched", "mismatched", "perceived", "stated", "interaction")
-            ]
+            pairs = [(s, p) for s in (first, second) for p in (first, second)]
+            cells = {(s, p): columns.get(f"{s}/{p}", missing) for s, p in pairs}
+            result = mismatch_contrasts(cells, seed=seed, first=first, second=second)
+            return [{"test": name, **getattr(result, name).as_dict()} for name in MISMATCH_CONTRASTS]
         if len(levels) == 2:
             a, b = levels
-            return [("wilcoxon", paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed))]
+            return [
+                {"test": "wilcoxon", **paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed).as_dict()}
+            ]
         if len(levels) > 2:
             omnibus = friedman_then_pairwise(columns, seed=seed)
-            return [("friedman+wilcoxon", contrast) for contrast in omnibus.pairwise]
+            head = {
+                "test": "friedman",
+                "a": " · ".join(levels),
+                "b": "",
+                "n": omnibus.n,
+                "status": omnibus.status,
+                "statistic": omnibus.statistic,
+                "p": omnibus.p,
+                "p_adjusted": omnibus.p,
+                "r": None,
+                "ci_low": None,
+                "ci_high": None,
+                "mean_diff": None,
+                "meaningful": False,
+                "violation": False,
+            }
+            return [head, *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise)]
         return []
 
     @staticmethod
@@ -191,7 +223,7 @@ class FairnessSummarizer:
     def _stop_reasons(records: list[EpisodeRecord]) -> dict[str, dict[str, int]]:
         reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for r in records:
-            key = f"{r.condition.get('dimension', '')}={r.condition.get('level', '')}"
+            key = f"{r.condition.get('channel', '')}/{r.condition.get('dimension', '')}={r.condition.get('level', '')}"
             reasons[key][str(r.metrics.get("stop_reason"))] += 1
         return {k: dict(v) for k, v in sorted(reasons.items())}
 
@@ -207,30 +239,22 @@ class FairnessSummarizer:
         ]
         for domain, channel, table in self._r_tables(data["max_abs_r"]):
             lines += [f"### {channel} cues · domain {domain}", "", table, ""]
-        lines += ["## Fairness violations", ""]
+        lines += ["## Fairness violations", "", _chance_note(data), ""]
         if data["violations"]:
-            lines += [
-                "| domain | channel | dimension | metric | contrast | r [95% CI] | p | p (adj.) | n |",
-                "|---|---|---|---|---|---|---|---|---|",
-            ]
-            lines += [
-                f"| {c['domain']} | {c['channel']} | {c['dimension']} | {c['metric']} | {_name(c)} | "
-                f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}] | {_p(c['p'])} | "
-                f"{_p(c['p_adjusted'])} | {c['n']} |"
-                for c in data["violations"]
-            ]
+            lines += _contrast_table(data["violations"])
         else:
             lines.append("None: no contrast's 95% interval excludes 0.")
-        insufficient = sum(1 for c in data["contrasts"] if c["status"] == "insufficient")
-        if insufficient:
-            lines += ["", f"{insufficient} contrasts had fewer than 15 item pairs and were reported as insufficient."]
+        lines += ["", "## All contrasts", "", "Every paired comparison, with its effect size and interval.", ""]
+        lines += _contrast_table(data["contrasts"])
         lines += [
             "",
             "## Simulated-student audit",
             "",
             "Share of dialogues where a detector flagged the student (a biased student can fake tutor bias).",
             "",
-            "| channel | dimension | level | dialogues | persona drift | cue leakage | role flip | self-solved |",
+            "| channel | dimension | level | dialogues | "
+            + " | ".join(AUDIT_LABELS[flag] for flag in AUDIT_METRICS)
+            + " |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for row in data["audit"]:
@@ -268,7 +292,7 @@ class FairnessSummarizer:
             for metric in (*TURN_METRICS, *CONVERSATION_METRICS):
                 table.add_row(metric, *[_r_cell(cells.get((metric, d)), star=True) for d in dimensions])
             renderables.append(table)
-        violations = Table(title=f"Fairness violations ({len(data['violations'])})")
+        violations = Table(title=f"Fairness violations ({len(data['violations'])})", caption=_chance_note(data))
         for column in ("domain", "dimension", "metric", "contrast", "r [95% CI]", "p", "n"):
             violations.add_column(column)
         for c in data["violations"]:
@@ -285,6 +309,50 @@ class FairnessSummarizer:
         return Group(*renderables)
 
 
+def _opposite_keys(group: Sequence[EpisodeRecord]) -> tuple[str, str] | None:
+    """The (stated, perceived) condition keys of an opposite-design dimension, e.g. student_gender."""
+    if not group:
+        return None
+    stated = [k for k in group[0].condition if k.startswith("student_")]
+    for key in stated:
+        perceived = "perceived_" + key.removeprefix("student_")
+        if perceived in group[0].condition:
+            return key, perceived
+    return None
+
+
+def _contrast_table(contrasts: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = [
+        "| domain | channel | dimension | metric | contrast | r [95% CI] | p | p (adj.) | n |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in contrasts:
+        if c["status"] != "ok":
+            effect = "insufficient (< 15 pairs)"
+        elif c["r"] is None:
+            effect = f"Friedman χ² = {c['statistic']:.2f}"
+        else:
+            effect = f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]"
+        marked = f"**{effect}**" if c["violation"] else effect
+        rows.append(
+            f"| {c['domain']} | {c['channel']} | {c['dimension']} | {c['metric']} | {_name(c)} | {marked} | "
+            f"{_p(c['p'])} | {_p(c['p_adjusted'])} | {c['n']} |"
+        )
+    return rows
+
+
+def _chance_note(data: Mapping[str, Any]) -> str:
+    tested = sum(1 for c in data["contrasts"] if c["status"] == "ok" and c["r"] is not None)
+    insufficient = sum(1 for c in data["contrasts"] if c["status"] != "ok")
+    note = (
+        f"{tested} contrasts with an interval; with 95% intervals about {0.05 * tested:.0f} are expected to "
+        "exclude 0 by chance alone, so read isolated violations with care."
+    )
+    if insufficient:
+        note += f" {insufficient} contrasts had fewer than 15 item pairs and were reported as insufficient."
+    return note
+
+
 def _nanmean(values: Sequence[float]) -> float | None:
     kept = [v for v in values if not math.isnan(v)]
     return sum(kept) / len(kept) if kept else None
@@ -292,8 +360,10 @@ def _nanmean(values: Sequence[float]) -> float | None:
 
 def _name(contrast: Mapping[str, Any]) -> str:
     test = contrast.get("test", "")
+    if test == "friedman":
+        return f"Friedman: {contrast['a']}"
     label = f"{contrast['a']} − {contrast['b']}"
-    return f"{test}: {label}" if test in ("matched", "mismatched", "perceived", "stated", "interaction") else label
+    return f"{test}: {label}" if test in MISMATCH_CONTRASTS else label
 
 
 def _p(value: float | None) -> str:

@@ -152,3 +152,11 @@ def test_run_sync_from_plain_code(tmp_path: Path) -> None:
     """The synchronous entry point runs a scenario in its own event loop."""
     result = engine.run_sync(make_scenario(tmp_path, limit=2), out=tmp_path / "runs")
     assert result.ok == 2 and result.summary["run"]["simulated"] is True
+
+
+def test_template_with_a_missing_variable_fails_before_any_call(tmp_path: Path) -> None:
+    """A tutor prompt naming a variable that no episode provides is a scenario error at planning time."""
+    scenario = make_scenario(tmp_path, tutor={"system_prompt": "Tutor {{ item.domain }}. {{ cue }}"})
+    with pytest.raises(ScenarioError, match=r"tutor: template refers to an unknown value: 'cue' is undefined"):
+        Runner(scenario, out=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
