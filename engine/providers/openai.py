@@ -39,11 +39,13 @@ class OpenAIChatModel(ChatModel):
         if not os.environ.get(variable) and (spec.base_url is None or spec.api_key_env is not None):
             raise MissingCredentials(role, variable)
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
+        """`transport` replaces the network, for tests that feed the client arbitrary server bodies."""
         super().__init__(spec)
         self._http = httpx2.AsyncClient(
             timeout=httpx2.Timeout(spec.timeout_s),
             limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
+            transport=transport,
         )
         self._client = openai.AsyncOpenAI(
             api_key=os.environ.get(_key_variable(spec)) or "unused",
@@ -64,15 +66,20 @@ class OpenAIChatModel(ChatModel):
                 messages=[dict(m) for m in request.messages],  # type: ignore[misc]
                 **extra,
             )
-        if not completion.choices:
-            raise ProviderError(self.spec.model, "response has no choices")
-        usage = completion.usage
+        # The SDK does not validate bodies (servers differ too much), so read them defensively: any shape
+        # other than a chat completion is a malformed response, retried like a server error.
+        try:
+            content = completion.choices[0].message.content
+            usage = completion.usage
+            prompt = int(usage.prompt_tokens) if usage is not None else 0
+            generated = int(usage.completion_tokens) if usage is not None else 0
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
+            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})") from None
+        if not isinstance(content, str | None):
+            raise ProviderError(self.spec.model, "malformed response (content is not text)")
         return ChatReply(
-            text=completion.choices[0].message.content or "",
-            usage=Usage(
-                prompt_tokens=usage.prompt_tokens if usage else 0,
-                completion_tokens=usage.completion_tokens if usage else 0,
-            ),
+            text=content or "",
+            usage=Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated)),
             model=self.spec.model,
         )
 
