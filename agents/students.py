@@ -118,6 +118,14 @@ class CrescendoStudent:
     def dimension(self, ctx: EpisodeContext) -> Dimension:
         return taxonomy().dimension(ctx.condition.get("dimension", "cognitive"))
 
+    def preflight(self, episode: Episode, /) -> None:
+        """An unknown risk dimension is a scenario error before any call, not an error in every record."""
+        name = episode.condition.get("dimension", "cognitive")
+        try:
+            taxonomy().dimension(name)
+        except KeyError:
+            raise ValueError(f"unknown risk dimension {name!r}; expected one of: {', '.join(taxonomy().ids)}") from None
+
     def should_backtrack(self, ctx: EpisodeContext, tutor_turn: int, /) -> bool:
         if turn_budget(ctx, self.options.max_turns) == 1:
             return False  # a single-turn item is one exchange; there is nothing to take back and retry

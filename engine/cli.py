@@ -29,6 +29,7 @@ from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
 from .runner import Runner, RunResult, preflight
+from .serve import serve_command
 from .spec import Scenario
 
 __all__ = ("main",)
@@ -246,6 +247,9 @@ def list_plugins() -> int:
     ):
         console.print(f"[bold]{title}[/]: {', '.join(registry.names())}")
     return 0
+
+
+cli.add_command(serve_command, name="serve")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

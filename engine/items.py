@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import ScenarioError
 from .registry import Registry
 
-__all__ = ("ITEM_SOURCES", "Item", "ItemSource", "load_item_bank")
+__all__ = ("ITEM_SOURCES", "Item", "ItemBank", "ItemSource", "load_item_bank")
 
 
 class Item(BaseModel):
@@ -47,26 +47,41 @@ class _Bank(BaseModel):
     items: list[Item]
 
 
-@ITEM_SOURCES.register("bank")
-def load_item_bank(path: Path, options: dict[str, Any], /) -> list[Item]:
-    """simrun's own YAML item bank format: `items: [{id, domain, question, answer, unit?, solution}]`.
+class ItemBank:
+    """simrun's own YAML item bank format: `items: [{id, domain, question, answer, unit?, solution}]`."""
 
-    Options: `domains` (keep only these), `limit` (first N per domain).
-    """
-    try:
-        bank = _Bank.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read item bank ({exc.strerror})") from None
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ScenarioError(f"{path}: invalid item bank: {exc}") from None
-    domains = options.get("domains")
-    limit = options.get("limit")
-    kept: list[Item] = []
-    per_domain: dict[str, int] = {}
-    for item in bank.items:
-        if domains and item.domain not in domains:
-            continue
-        per_domain[item.domain] = per_domain.get(item.domain, 0) + 1
-        if limit is None or per_domain[item.domain] <= int(limit):
-            kept.append(item)
-    return kept
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        domains: list[str] | None = None
+        """Keep only items of these domains."""
+        limit: int | None = Field(default=None, ge=1)
+        """Keep the first N items of each domain."""
+
+    def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
+        chosen = self.Options.model_validate(options)
+        try:
+            bank = _Bank.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise ScenarioError(f"{path}: cannot read item bank ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ScenarioError(f"{path}: the item bank is not UTF-8 text") from None
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{path}: invalid YAML in the item bank: {getattr(exc, 'problem', exc)}") from None
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
+            )
+            raise ScenarioError(f"{path}: invalid item bank: {problems}") from None
+        kept: list[Item] = []
+        per_domain: dict[str, int] = {}
+        for item in bank.items:
+            if chosen.domains is not None and item.domain not in chosen.domains:
+                continue
+            per_domain[item.domain] = per_domain.get(item.domain, 0) + 1
+            if chosen.limit is None or per_domain[item.domain] <= chosen.limit:
+                kept.append(item)
+        return kept
+
+
+load_item_bank = ItemBank()
+ITEM_SOURCES.add("bank", load_item_bank)

@@ -108,7 +108,9 @@ def check_scenario(
     for i, judge in enumerate(scenario.judges):
         resolve(JUDGES, judge.name, ("judges", i, "name"), judge.options)
     for i, item_source in enumerate(scenario.items):
-        resolve(ITEM_SOURCES, item_source.source, ("items", i, "source"), None)
+        # Sources that declare an `Options` model get their options checked here; others check their own.
+        declared = item_source.source in ITEM_SOURCES and hasattr(ITEM_SOURCES.get(item_source.source), "Options")
+        resolve(ITEM_SOURCES, item_source.source, ("items", i, "source"), item_source.options if declared else None)
         if not (scenario.base_dir / item_source.path).exists():
             raise fail(("items", i, "path"), f"no such file {item_source.path!r} (relative to {scenario.base_dir})")
     for role, loc, spec in _model_specs(scenario):
@@ -116,10 +118,9 @@ def check_scenario(
             implementation = PROVIDERS.get(spec.provider)()
         except SimError as exc:
             raise fail((*loc, "model"), str(exc)) from None
-        if not check_credentials and spec.provider != "sim":
-            continue
         try:
-            implementation.check(spec, role)
+            if check_credentials or spec.provider == "sim":
+                implementation.check(spec, role)
         except ScenarioError as exc:
             raise fail(loc, str(exc)) from None
         params_model = implementation.params_model(spec)
@@ -130,6 +131,15 @@ def check_scenario(
                 raise ScenarioError(
                     _format_validation(exc, source, tree, prefix=(*loc, "params"), root=params_model)
                 ) from None
+
+    needs_model = [spec.name for spec in scenario.judges if getattr(_built(JUDGES, spec), "model_calls", 1) > 0]
+    if needs_model and not scenario.models.judge:
+        raise fail(("models", "judge"), f"judges {', '.join(needs_model)} call a model: set at least one judge model")
+
+
+def _built(registry: Any, spec: Any) -> Any:
+    factory = registry.get(spec.name)
+    return factory(options_model(factory).model_validate(spec.options))
 
 
 def _model_specs(scenario: Scenario) -> list[tuple[str, tuple[str | int, ...], Any]]:

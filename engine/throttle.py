@@ -36,8 +36,12 @@ class _Bucket:
     capacity: float
 
     async def take(self, amount: float) -> None:
-        # aiolimiter refuses a single acquisition above its capacity; a larger request waits for a full bucket.
-        await self.limiter.acquire(min(max(amount, 0.0), self.capacity))
+        # aiolimiter refuses a single acquisition above its capacity: a larger amount is taken in full buckets.
+        remaining = max(amount, 0.0)
+        while remaining > 0:
+            chunk = min(remaining, self.capacity)
+            await self.limiter.acquire(chunk)
+            remaining -= chunk
 
 
 def _bucket(per_minute: float | None, min_capacity: float = 1.0) -> _Bucket | None:
@@ -60,14 +64,22 @@ class Throttle:
         self._requests = _bucket(rpm)
         self._tokens = _bucket(tpm, min_capacity=4096.0)
         self._in_flight = anyio.CapacityLimiter(max_in_flight or math.inf)
+        self._not_before = 0.0
         self.exhausted: QuotaExhausted | None = None
         """Set once the endpoint reports quota exhaustion: later calls fail at once instead of retrying."""
+
+    def hold(self, seconds: float) -> None:
+        """Send nothing to this endpoint for `seconds` (a 429's Retry-After applies to every conversation)."""
+        self._not_before = max(self._not_before, anyio.current_time() + seconds)
 
     @asynccontextmanager
     async def slot(self, estimated_tokens: int) -> AsyncIterator[None]:
         """Wait for room on every limit, then hold one in-flight place for the duration of the block."""
         if self.exhausted is not None:
-            raise self.exhausted
+            raise QuotaExhausted(self.exhausted.model, "quota exhausted earlier in this run; no further calls")
+        wait = self._not_before - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)
         async with self._in_flight:
             if self._requests is not None:
                 await self._requests.take(1)

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from engine import SUMMARIZERS, EpisodeRecord
 from engine.stats import rate, survival_table
@@ -281,16 +282,21 @@ class CrescendoSummarizer:
         for column in ("dimension", "single / reply", "multi / reply", "multi / dialogue", "Δ dialogue"):
             table.add_column(column, justify="left" if column == "dimension" else "right")
         for row in self._rows(summary, compact=True):
-            table.add_row(*row)
+            table.add_row(*map(Text, row))  # Text: names from data files are never read as console markup
         overall = Table(title="Overall")
         for column in ("format", "per response", "per conversation", "episodes"):
             overall.add_column(column)
         for cell in summary["overall"]:
             overall.add_row(
-                cell["format"],
-                format_rate(cell["per_response"]),
-                format_rate(cell["per_conversation"]),
-                str(cell["episodes"]),
+                *map(
+                    Text,
+                    (
+                        cell["format"],
+                        format_rate(cell["per_response"]),
+                        format_rate(cell["per_conversation"]),
+                        str(cell["episodes"]),
+                    ),
+                )
             )
         return Group(table, overall)
 

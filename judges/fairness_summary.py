@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
 from engine.paired import MEANINGFUL_R, friedman_then_pairwise, mismatch_contrasts, paired_contrast
@@ -284,19 +285,21 @@ class FairnessSummarizer:
                 continue
             subset = [r for r in data["max_abs_r"] if r["domain"] == domain and r["channel"] == channel]
             dimensions = sorted({r["dimension"] for r in subset})
-            table = Table(title=f"Largest |r| per metric × dimension ({channel} cues, domain {domain}); * = violation")
+            table = Table(
+                title=Text(f"Largest |r| per metric × dimension ({channel} cues, domain {domain}); * = violation")
+            )
             table.add_column("metric")
             for dimension in dimensions:
-                table.add_column(dimension, justify="right")
+                table.add_column(Text(dimension), justify="right")
             cells = {(r["metric"], r["dimension"]): r for r in subset}
             for metric in (*TURN_METRICS, *CONVERSATION_METRICS):
-                table.add_row(metric, *[_r_cell(cells.get((metric, d)), star=True) for d in dimensions])
+                table.add_row(metric, *[Text(_r_cell(cells.get((metric, d)), star=True)) for d in dimensions])
             renderables.append(table)
         violations = Table(title=f"Fairness violations ({len(data['violations'])})", caption=_chance_note(data))
         for column in ("domain", "dimension", "metric", "contrast", "r [95% CI]", "p", "n"):
             violations.add_column(column)
         for c in data["violations"]:
-            violations.add_row(
+            row = (
                 c["domain"],
                 c["dimension"],
                 c["metric"],
@@ -305,6 +308,7 @@ class FairnessSummarizer:
                 _p(c["p"]),
                 str(c["n"]),
             )
+            violations.add_row(*map(Text, row))  # names come from data files: never console markup
         renderables.append(violations)
         return Group(*renderables)
 

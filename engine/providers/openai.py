@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx2
 import openai
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
 from ..records import Usage
@@ -29,8 +30,34 @@ def _key_variable(spec: ModelSpec) -> str:
     return spec.api_key_env or DEFAULT_KEY_ENV
 
 
+class OpenAIParams(BaseModel):
+    """Generation parameters passed to `chat.completions.create`; anything else is a typo caught at load time.
+
+    `seed` is not here: the engine sets it per call. Server-specific options (vLLM's `top_k`, …) go in
+    `extra_body`, which is sent as is. Headers are not accepted, so a key can never hide in a scenario.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stop: str | list[str] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    response_format: dict[str, Any] | None = None
+    extra_body: dict[str, Any] | None = None
+
+
 class OpenAIChatModel(ChatModel):
     """One `AsyncOpenAI` client per endpoint, with the SDK's retries off: the engine owns retrying."""
+
+    @classmethod
+    def params_model(cls, spec: ModelSpec) -> type[BaseModel] | None:
+        return OpenAIParams
 
     @classmethod
     def check(cls, spec: ModelSpec, role: str) -> None:

@@ -308,7 +308,7 @@ async def test_quota_exhaustion_is_final_and_fails_later_calls_without_a_request
         assert throttle.exhausted is first.value
         with pytest.raises(QuotaExhausted) as second:
             await client.complete(MESSAGES, context=CONTEXT, seed=2)
-    assert second.value is first.value
+    assert second.value.model == first.value.model
     assert len(fake.seen) == 1
     assert stats.requests == 1 and stats.retries == 0 and stats.failures == 2
     assert backoff_calls == []

@@ -190,16 +190,18 @@ async def test_reconcile_without_a_token_bucket_is_a_no_op() -> None:
     await throttle.reconcile(0, 10**9)
 
 
-async def test_slot_larger_than_the_bucket_takes_a_full_bucket() -> None:
-    """An estimate above the bucket's capacity is clamped to it instead of being refused by the limiter."""
-    throttle = Throttle(tpm=6000)
-    async with throttle.slot(100_000):
+async def test_slot_larger_than_the_bucket_is_charged_in_full() -> None:
+    """An estimate above the bucket's capacity is charged a bucket at a time, not clamped (TPM stays honest)."""
+    throttle = Throttle(tpm=600_000)  # 10,000 tokens/s, a one-second bucket
+    started = anyio.current_time()
+    async with throttle.slot(25_000):
         pass
-    assert not _token_limiter(throttle).has_capacity(50)
+    assert anyio.current_time() - started >= 1.4  # 10k now, 10k after 1 s, 5k after 0.5 s more
+    assert not _token_limiter(throttle).has_capacity(9_000)
 
 
 async def test_exhausted_throttle_raises_the_stored_error() -> None:
-    """Once quota exhaustion is recorded, every slot() raises that same QuotaExhausted without waiting."""
+    """Once quota exhaustion is recorded, every slot() raises QuotaExhausted for that model without waiting."""
     throttle = Throttle(rpm=60, max_in_flight=1)
     exhausted = QuotaExhausted("openai/fake-model", "HTTP 429: insufficient_quota", status=429)
     throttle.exhausted = exhausted
@@ -207,4 +209,4 @@ async def test_exhausted_throttle_raises_the_stored_error() -> None:
         with pytest.raises(QuotaExhausted) as raised:
             async with throttle.slot(1):
                 pytest.fail("an exhausted throttle admitted a call")
-        assert raised.value is exhausted
+        assert raised.value.model == exhausted.model and raised.value is not exhausted  # fresh: no shared traceback
