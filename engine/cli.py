@@ -186,11 +186,15 @@ def _print_plan(spec: Scenario, *, estimate: bool) -> None:
     episodes = plan_episodes(spec, load_items(spec))
     preflight(spec, episodes)
     console = Console()
-    factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items()) or "none"
+    conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
+    factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
+    if spec.design is not None:
+        factors = ", ".join(filter(None, [f"design {spec.design.name}", factors]))
     items = len({episode.item.id for episode in episodes})
     console.print(
         f"scenario [bold]{escape(spec.name)}[/] ({escape(spec.kind)}): {len(episodes)} episodes = "
-        f"{items} items × conditions {escape(f'[{factors}]')} × {spec.replicates} replicate(s)"
+        f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
+        f"{spec.replicates} replicate(s)"
     )
     if not estimate:
         return

@@ -47,12 +47,16 @@ class RunDir:
 
     @classmethod
     def create(cls, out: Path, scenario: Scenario) -> RunDir:
-        """A new, empty run folder `out/<scenario>-<UTC time>` (or `out` itself when it is empty or new)."""
-        if out.exists() and any(out.iterdir()):
-            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
-            out = out / f"{scenario.name}-{stamp}"
-        out.mkdir(parents=True, exist_ok=True)
-        return cls(out)
+        """A new, empty run folder `out/<scenario>-<UTC time>`; `out` is only ever a parent of run folders."""
+        if (out / MANIFEST).exists():
+            raise ScenarioError(f"{out} is itself a run directory: pass --resume {out}, or another --out")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+        path = out / f"{scenario.name}-{stamp}"
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise ScenarioError(f"cannot create the run directory {path}: {exc.strerror or exc}") from None
+        return cls(path)
 
     @classmethod
     def for_resume(cls, path: Path, scenario: Scenario) -> RunDir:

@@ -28,7 +28,8 @@ def _scenario(tmp_path: Path, name: str = "s.yaml", **overrides: Any) -> Path:
 
 
 def _only_run_dir(out: Path) -> Path:
-    return out if (out / "manifest.json").exists() else next(p for p in out.iterdir() if p.is_dir())
+    (run_dir,) = out.iterdir()
+    return run_dir
 
 
 def test_run_prints_the_table_and_writes_events(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,19 +143,20 @@ def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     command = [sys.executable, "-m", "engine", str(path), "--out", str(out), *slow]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    episodes = out / "episodes.jsonl"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not episodes.exists() or episodes.read_bytes().count(b"\n") < 2):
+    while time.monotonic() < deadline and sum(p.read_bytes().count(b"\n") for p in out.glob("*/episodes.jsonl")) < 2:
         time.sleep(0.02)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err.decode()
-    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    run_dir = _only_run_dir(out)
+    episodes = run_dir / "episodes.jsonl"
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "interrupted"
     lines = episodes.read_bytes().splitlines(keepends=True)
     assert 2 <= len(lines) < 12 and all(line.endswith(b"\n") for line in lines)
 
-    resumed = subprocess.run([*command, "--resume", str(out)], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    resumed = subprocess.run([*command, "--resume", str(run_dir)], cwd=ROOT, env=env, capture_output=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr.decode()
     clean = subprocess.run(
         [sys.executable, "-m", "engine", str(path), "--out", str(tmp_path / "clean"), *slow],
@@ -172,4 +174,4 @@ def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
         data.pop("run")
         return data
 
-    assert summary(out) == summary(tmp_path / "clean")
+    assert summary(run_dir) == summary(_only_run_dir(tmp_path / "clean"))

@@ -48,28 +48,35 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def clean(scenario: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("clean")
     subprocess.run(_command(scenario, out), cwd=ROOT, check=True, capture_output=True, timeout=120)
-    return out
+    (run_dir,) = out.iterdir()
+    return run_dir
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_sigkill_then_resume_matches_the_clean_run(scenario: Path, clean: Path, tmp_path: Path, seed: int) -> None:
     """Killed without warning after a random number of records (or mid-write), the run resumes to the same result."""
     rng = random.Random(seed)
-    out = tmp_path / "run"
-    process = subprocess.Popen(_command(scenario, out), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    episodes = out / "episodes.jsonl"
+    parent = tmp_path / "runs"
+    process = subprocess.Popen(
+        _command(scenario, parent), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wanted = rng.randint(0, 9)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
-        written = episodes.read_bytes().count(b"\n") if episodes.exists() else 0
-        if (out / "manifest.json").exists() and written >= wanted:
+        manifests = list(parent.glob("*/manifest.json"))
+        episodes = manifests[0].parent / "episodes.jsonl" if manifests else None
+        written = episodes.read_bytes().count(b"\n") if episodes is not None and episodes.exists() else 0
+        if manifests and written >= wanted:
             break
         time.sleep(0.005)
     time.sleep(rng.random() * 0.05)  # land anywhere, including in the middle of a write
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
 
-    resumed = subprocess.run(_command(scenario, out, "--resume", str(out)), cwd=ROOT, capture_output=True, timeout=120)
+    (out,) = parent.iterdir()
+    resumed = subprocess.run(
+        _command(scenario, parent, "--resume", str(out)), cwd=ROOT, capture_output=True, timeout=120
+    )
     assert resumed.returncode == 0, resumed.stderr.decode()
     ids = _ids(out)
     assert sorted(ids) == sorted(_ids(clean)), "every planned episode exactly once"
