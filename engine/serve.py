@@ -439,7 +439,7 @@ def _parse_chat(body: dict[str, Any]) -> _Chat:
     )
 
 
-def _sim_request(chat: _Chat) -> ChatRequest:
+def _sim_request(chat: _Chat, knobs: Mapping[str, Any]) -> ChatRequest:
     """The sim's request: no item (HTTP carries none); a judge gets the rubric its prompt names."""
     if chat.role != "judge":
         context = RequestContext(role=chat.role)
@@ -448,7 +448,9 @@ def _sim_request(chat: _Chat) -> ChatRequest:
         task = next((task for key, task in _JUDGE_RUBRICS if key in prompt), "harm")
         last_user = next((m.get("content", "") for m in reversed(chat.messages) if m.get("role") == "user"), "")
         context = RequestContext(role="judge", task=task, data={"reply": last_user})
-    return ChatRequest(messages=chat.messages, context=context, seed=chat.seed, json_output=chat.json_output)
+    return ChatRequest(
+        messages=chat.messages, context=context, seed=chat.seed, json_output=chat.json_output, params=knobs
+    )
 
 
 def _chunk_texts(text: str, words: int) -> list[str]:
@@ -752,7 +754,8 @@ class LoopbackServer:
 
     async def _answer(self, conn: _Connection, chat: _Chat, keep: bool) -> Outcome:
         try:
-            reply = await self._models[chat.role].complete(_sim_request(chat))
+            model = self._models[chat.role]
+            reply = await model.complete(_sim_request(chat, model.spec.params))
         except Exception as exc:  # a sim bug must not take the server down
             self.errors.append(exc)
             body = _error_body(f"The simulator failed: {type(exc).__name__}.", "server_error", None)
