@@ -20,6 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from .budget import Budget, price_of
+from .cache import cache_group
 from .errors import ScenarioError
 from .loading import load_scenario
 from .logging import configure_logging
@@ -30,7 +32,7 @@ from .records import EpisodeRecord
 from .report import write_report
 from .runner import Runner, RunResult, preflight
 from .serve import serve_command
-from .spec import Scenario
+from .spec import Scenario, key_variables
 
 __all__ = ("main",)
 
@@ -108,6 +110,12 @@ def _load(
     help="Complete an interrupted run: only its missing episodes are run.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
+@click.option("--cache/--no-cache", "cache", default=None, help="Answer repeated calls from the response cache.")
+@click.option("--cache-path", type=click.Path(path_type=Path, dir_okay=False), help="Response cache file.")
+@click.option("--max-cost", type=click.FloatRange(min=0), help="Stop admitting episodes once this many USD are spent.")
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), help="Stop admitting episodes once this many tokens are used."
+)
 def run(
     scenario: Path,
     out: Path,
@@ -118,15 +126,20 @@ def run(
     concurrency: int | None,
     resume: Path | None,
     dry_run: bool,
+    cache: bool | None,
+    cache_path: Path | None,
+    max_cost: float | None,
+    max_tokens: int | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
     spec = _load(scenario, overrides, models, credentials=not dry_run, limit=limit, seed=seed, concurrency=concurrency)
+    budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(spec, estimate=True)
+        _print_plan(spec, estimate=True, budget=budget)
         return 0
     console = Console(stderr=True)
-    runner = Runner(spec, out=out, resume=resume)
-    secrets = [os.environ[variable] for variable in _key_variables(spec) if os.environ.get(variable)]
+    runner = Runner(spec, out=out, resume=resume, cache=cache_path or cache, budget=budget)
+    secrets = [os.environ[variable] for variable in key_variables(spec) if os.environ.get(variable)]
     events = configure_logging(runner.run_dir.events_path, console=console, secrets=secrets)
     try:
         result = _run_with_progress(runner, console)
@@ -177,15 +190,10 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         return result
 
 
-def _key_variables(spec: Scenario) -> set[str]:
-    specs = [spec.models.tutor, spec.models.student, *spec.models.judge]
-    return {s.api_key_env or "OPENAI_API_KEY" for s in specs if s is not None and s.provider != "sim"}
-
-
-def _print_plan(spec: Scenario, *, estimate: bool) -> None:
+def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None) -> None:
     episodes = plan_episodes(spec, load_items(spec))
     preflight(spec, episodes)
-    console = Console()
+    console = Console(soft_wrap=True)
     conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
     factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
     if spec.design is not None:
@@ -204,16 +212,37 @@ def _print_plan(spec: Scenario, *, estimate: bool) -> None:
         for role, guess in protocol.estimate(spec, episode).items():
             totals[role] = totals.get(role, CallEstimate()) + guess
     table = Table(title="estimated model calls (upper bound; nothing was called)")
-    for column in ("role", "model", "calls", "tokens"):
-        table.add_column(column, justify="right" if column in ("calls", "tokens") else "left")
-    names = {
-        "tutor": spec.models.tutor.model,
-        "student": spec.models.student.model if spec.models.student else "-",
-        "judge": ", ".join(sorted({s.model for s in spec.models.judge})) or "-",
-    }
+    for column in ("role", "model", "calls", "tokens", "cost (USD)"):
+        table.add_column(column, justify="left" if column in ("role", "model") else "right")
+    by_role: dict[str, list[str]] = {}
+    for role, model_spec in spec.models.by_role():
+        by_role.setdefault(role, []).append(model_spec.model)
+    total_cost: float | None = 0.0
+    total_tokens = 0
     for role, guess in totals.items():
-        table.add_row(role, names.get(role, "-"), f"{guess.calls:,}", f"{guess.tokens:,}")
+        prices = [price_of(m, spec.prices) for m in by_role.get(role, [])]
+        # Upper bound: every token at the dearer of the input and output price of the dearest model.
+        rate = max((max(p.input, p.output) for p in prices if p is not None), default=None)
+        cost = None if rate is None or None in prices else guess.tokens * rate / 1_000_000
+        total_cost = None if cost is None or total_cost is None else total_cost + cost
+        total_tokens += guess.tokens
+        names = ", ".join(sorted(set(by_role.get(role, ["-"]))))
+        shown = "unknown price" if cost is None else f"{cost:,.2f}"
+        table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
     console.print(table)
+    if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
+        cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
+        limits = ", ".join(
+            part
+            for part in (
+                f"--max-cost ${budget.max_cost:,.2f}" if budget.max_cost is not None else "",
+                f"--max-tokens {budget.max_tokens:,}" if budget.max_tokens is not None else "",
+            )
+            if part
+        )
+        console.print(
+            Text(f"estimate {total_tokens:,} tokens, {cost_text}; checked before each episode against {limits}")
+        )
 
 
 @cli.command()
@@ -254,6 +283,7 @@ def list_plugins() -> int:
 
 
 cli.add_command(serve_command, name="serve")
+cli.add_command(cache_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

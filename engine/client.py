@@ -1,4 +1,8 @@
-"""The handle agents and judges use to call a model: throttling, per-attempt timeouts and the one retry loop."""
+"""The handle agents and judges use to call a model: throttling, per-attempt timeouts and the one retry loop.
+
+With a response cache, a call whose key is stored is answered from it before the throttle and the network
+(see `engine.cache` for what a key is); a reply from the model is stored once it has arrived.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 import anyio
 import structlog
 
+from .cache import ResponseCache, cache_key
 from .errors import ProviderError, ProviderTimeout, QuotaExhausted
 from .providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
 from .retry import backoff_delay, classify
@@ -27,11 +32,27 @@ class CallStats:
     """Counters shared by a run's clients; the progress bar and the manifest read them."""
 
     requests: int = 0
+    """Calls sent to a model (attempts, retries included); cache hits are not requests."""
+    cache_hits: int = 0
+    """Calls answered from the response cache (no throttle, no network, no tokens counted below)."""
     retries: int = 0
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries_by_kind: dict[str, int] = field(default_factory=dict)
+    tokens_by_model: dict[str, list[int]] = field(default_factory=dict)
+    """`model -> [prompt, completion]`, what a cost budget is counted against."""
+
+    def add(self, earlier: Mapping[str, Any]) -> None:
+        """Fold in the counters a resumed run's manifest kept, so totals cover every session of the run."""
+        for name in ("requests", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens"):
+            setattr(self, name, getattr(self, name) + int(earlier.get(name, 0)))
+        for kind, count in dict(earlier.get("retries_by_kind", {})).items():
+            self.retries_by_kind[kind] = self.retries_by_kind.get(kind, 0) + int(count)
+        for model, (prompt, completion) in dict(earlier.get("tokens_by_model", {})).items():
+            mine = self.tokens_by_model.setdefault(model, [0, 0])
+            mine[0] += int(prompt)
+            mine[1] += int(completion)
 
 
 def estimate_tokens(messages: Sequence[Message], max_tokens: int = 512) -> int:
@@ -43,8 +64,17 @@ def estimate_tokens(messages: Sequence[Message], max_tokens: int = 512) -> int:
 class ModelClient:
     """One role's view of one endpoint. Several clients may share the endpoint's model and throttle."""
 
-    def __init__(self, role: str, spec: ModelSpec, model: ChatModel, throttle: Throttle, stats: CallStats) -> None:
+    def __init__(
+        self,
+        role: str,
+        spec: ModelSpec,
+        model: ChatModel,
+        throttle: Throttle,
+        stats: CallStats,
+        cache: ResponseCache | None = None,
+    ) -> None:
         self.role, self.spec, self._model, self._throttle, self._stats = role, spec, model, throttle, stats
+        self._cache = cache
 
     @property
     def model_id(self) -> str:
@@ -59,7 +89,10 @@ class ModelClient:
         json_output: bool = False,
         params: Mapping[str, Any] | None = None,
     ) -> tuple[ChatReply, float]:
-        """Call the model, retrying transient failures; returns the reply and its latency in seconds."""
+        """Call the model, retrying transient failures; returns the reply and its latency in seconds.
+
+        A cache hit returns the stored reply with latency 0.0. Only successful replies are stored.
+        """
         request = ChatRequest(
             messages=messages,
             context=context,
@@ -67,6 +100,12 @@ class ModelClient:
             params={**self.spec.params, **(params or {})},
             json_output=json_output,
         )
+        key = self._cache_key(request)
+        if key is not None and self._cache is not None:
+            cached = await self._cache.get(key)
+            if cached is not None:
+                self._stats.cache_hits += 1
+                return cached, 0.0
         estimate = estimate_tokens(messages, int(request.params.get("max_tokens", 512)))
         attempt = 0
         while True:
@@ -86,6 +125,8 @@ class ModelClient:
                     self._stats.failures += 1
                     raise
                 delay = decision.after if decision.after is not None else backoff_delay(attempt)
+                if decision.after is not None:
+                    self._throttle.hold(decision.after)  # the server's wait applies to every conversation
                 attempt += 1
                 self._stats.retries += 1
                 self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
@@ -100,8 +141,22 @@ class ModelClient:
                 await anyio.sleep(delay)
         self._stats.prompt_tokens += reply.usage.prompt_tokens
         self._stats.completion_tokens += reply.usage.completion_tokens
+        spent = self._stats.tokens_by_model.setdefault(self.model_id, [0, 0])
+        spent[0] += reply.usage.prompt_tokens
+        spent[1] += reply.usage.completion_tokens
         await self._throttle.reconcile(estimate, reply.usage.total)
+        if key is not None and self._cache is not None:
+            await self._cache.put(key, reply)
         return reply, latency
+
+    def _cache_key(self, request: ChatRequest) -> str | None:
+        if self._cache is None:
+            return None
+        try:
+            return cache_key(self.spec, request)
+        except TypeError as exc:  # a context value with no canonical form: call the model, store nothing
+            log.debug("cache.uncacheable", model=self.model_id, role=self.role, error=str(exc))
+            return None
 
     async def _attempt(self, request: ChatRequest) -> ChatReply:
         try:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from .errors import ScenarioError
 from .records import EpisodeRecord
-from .spec import Scenario
+from .spec import Scenario, measured
 
 __all__ = ("RunDir", "utc_now")
 
@@ -64,7 +64,10 @@ class RunDir:
         run = cls(path)
         manifest = run.read_manifest()
         if manifest.get("scenario_hash") != scenario.content_hash():
-            changed = _changed_keys(manifest.get("scenario", {}), scenario.resolved())
+            previous = manifest.get("scenario")
+            changed = _changed_keys(
+                measured(previous) if isinstance(previous, dict) else {}, measured(scenario.resolved())
+            )
             raise ScenarioError(
                 f"cannot resume {path}: the scenario differs from the one it was started with "
                 f"(changed: {', '.join(changed) or 'unknown'})"
@@ -147,8 +150,6 @@ def _changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         changed: list[str] = []
         for key in sorted(set(old) | set(new)):
-            if key == "concurrency" and not prefix:
-                continue
             changed.extend(_changed_keys(old.get(key), new.get(key), f"{prefix}{key}."))
         return changed
     return [] if old == new else [prefix.rstrip(".")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 import time
@@ -18,6 +19,8 @@ import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from .budget import Budget
+from .cache import ResponseCache, resolve_cache_path
 from .client import CallStats, ModelClient
 from .errors import ProviderError, ScenarioError
 from .plan import Episode, load_items, plan_episodes
@@ -27,7 +30,7 @@ from .records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
 from .registry import Registry
 from .report import write_report
 from .rundir import RunDir, utc_now
-from .spec import ModelSpec, Scenario
+from .spec import ModelSpec, Scenario, key_variables
 from .throttle import Throttle
 
 __all__ = (
@@ -87,6 +90,8 @@ class Runner:
         on_episode: awaited with each record right after it is written.
         on_turn: awaited with each turn as it is produced.
         grace_s: after Ctrl-C, how long in-flight episodes may take to finish before they are cancelled.
+        cache: the response cache: None follows the scenario's `cache` key, False is off, True the default file,
+            a path that file (see `resolve_cache_path`).
     """
 
     def __init__(
@@ -99,19 +104,27 @@ class Runner:
         on_episode: EpisodeCallback | None = None,
         on_turn: TurnCallback | None = None,
         grace_s: float = 10.0,
+        cache: Path | str | bool | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.scenario = scenario
         self.episodes = plan_episodes(scenario, load_items(scenario))
         preflight(scenario, self.episodes, tutor=tutor)
+        self.budget = budget or Budget()
+        self.budget.check_prices([spec.model for _, spec in scenario.models.by_role()], scenario.prices)
+        self.cache_path = resolve_cache_path(cache, scenario)
         self.run_dir = RunDir.for_resume(resume, scenario) if resume else RunDir.create(out or Path("runs"), scenario)
         earlier = Counter(r.status for r in self.run_dir.iter_records()) if resume else Counter[str]()
         done = self.run_dir.finished_ids() if resume else set()
         self.pending = [episode for episode in self.episodes if episode.id not in done]
         self.already_done = len(self.episodes) - len(self.pending)
-        self._earlier_ok, self._earlier_errors = earlier["ok"], earlier["error"]
         self.stats = CallStats()
-        self.ok = 0
-        self.errors = 0
+        if resume:
+            self.stats.add(self.run_dir.read_manifest().get("calls", {}))
+        self.ok = earlier["ok"]
+        """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
+        self.errors = earlier["error"]
+        self._secrets = [os.environ[v] for v in key_variables(scenario) if len(os.environ.get(v, "")) >= 6]
         self._custom_tutor = tutor
         self.on_episode, self._on_turn = on_episode, on_turn
         self._grace_s = grace_s
@@ -173,6 +186,9 @@ class Runner:
     async def _open_clients(self, stack: AsyncExitStack) -> tuple[dict[str, ModelClient], list[ModelClient]]:
         models: dict[tuple[str, str | None, str | None, str], ChatModel] = {}
         throttles: dict[tuple[str, str | None, str | None, str], Throttle] = {}
+        cache = await ResponseCache.open(self.cache_path) if self.cache_path is not None else None
+        if cache is not None:
+            stack.push_async_callback(cache.aclose)
 
         def client(role: str, spec: ModelSpec) -> ModelClient:
             key = (spec.provider, spec.base_url, spec.api_key_env, spec.name)
@@ -181,7 +197,7 @@ class Runner:
                 stack.push_async_callback(model.aclose)
                 models[key] = model
                 throttles[key] = Throttle(rpm=spec.rpm, tpm=spec.tpm, max_in_flight=spec.max_concurrency)
-            return ModelClient(role, spec, models[key], throttles[key], self.stats)
+            return ModelClient(role, spec, models[key], throttles[key], self.stats, cache=cache)
 
         specs = self.scenario.models
         clients = {"tutor": client("tutor", specs.tutor)}
@@ -201,7 +217,16 @@ class Runner:
                 with self._admission:
                     for episode in self.pending:
                         await limiter.acquire_on_behalf_of(episode.id)
+                        reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
+                        if reason is not None:
+                            limiter.release_on_behalf_of(episode.id)
+                            log.warning("budget.exhausted", reason=reason)
+                            self._interrupted = True  # stops like Ctrl-C: resumable with a higher limit
+                            break
                         group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
+
+    def _usage_by_model(self) -> dict[str, tuple[int, int]]:
+        return {model: (p, c) for model, (p, c) in self.stats.tokens_by_model.items()}
 
     async def _run_one(
         self,
@@ -255,7 +280,7 @@ class Runner:
             except Exception as caught:
                 exc = _unwrap(caught)
                 kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
-                error = ErrorInfo(type=kind, message=str(exc))
+                error = ErrorInfo(type=kind, message=self._redact(str(exc)))
                 log.warning("episode.failed", error_type=kind, error=str(exc))
         usage = sum((turn.usage for turn in ctx.turns), Usage())
         log.info(
@@ -284,6 +309,12 @@ class Runner:
             finished_at=utc_now(),
         )
 
+    def _redact(self, text: str) -> str:
+        """An error message can quote what a server echoed back; no API key may reach a record."""
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
         specs = [scenario.models.tutor, scenario.models.student, *scenario.models.judge]
@@ -305,8 +336,8 @@ class Runner:
                 "status": status,
                 "counts": {
                     "planned": len(self.episodes),
-                    "ok": self._earlier_ok + self.ok,
-                    "error": self._earlier_errors + self.errors,
+                    "ok": self.ok,
+                    "error": self.errors,
                     "resumed_with": self.already_done,
                 },
                 "calls": asdict(self.stats),

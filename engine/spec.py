@@ -9,8 +9,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from .budget import Price
+
 __all__ = (
     "DesignSpec",
+    "key_variables",
+    "measured",
     "ItemSourceSpec",
     "JudgeSpec",
     "ModelSpec",
@@ -82,6 +86,14 @@ class ModelsSpec(_Spec):
     student: ModelSpec | None = None
     judge: list[ModelSpec] = Field(default_factory=list)
 
+    def by_role(self) -> list[tuple[str, ModelSpec]]:
+        """Every model of the scenario with its role, judges once each."""
+        found = [("tutor", self.tutor)]
+        if self.student is not None:
+            found.append(("student", self.student))
+        found.extend(("judge", spec) for spec in self.judge)
+        return found
+
     @field_validator("judge", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
@@ -129,6 +141,31 @@ class ItemSourceSpec(_PluginSpec):
     path: str
 
 
+def key_variables(scenario: Scenario) -> set[str]:
+    """The environment variables holding this scenario's API keys (their values are secrets to keep out)."""
+    return {spec.api_key_env or "OPENAI_API_KEY" for _, spec in scenario.models.by_role() if spec.provider != "sim"}
+
+
+_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices"})
+_OPERATIONAL_MODEL = frozenset({"rpm", "tpm", "max_concurrency", "timeout_s", "max_retries"})
+
+
+def measured(resolved: dict[str, Any]) -> dict[str, Any]:
+    """A resolved scenario without the settings that change how fast or how safely it runs but not what it
+    measures (concurrency, cache, rate limits, timeouts, retries, prices), so a run can be resumed with them
+    changed — e.g. a lower `rpm` after a storm of 429s."""
+    data = {k: v for k, v in resolved.items() if k not in _OPERATIONAL}
+    models = dict(data.get("models") or {})
+    for role, spec in models.items():
+        specs = spec if isinstance(spec, list) else [spec]
+        kept = [
+            {k: v for k, v in s.items() if k not in _OPERATIONAL_MODEL} if isinstance(s, dict) else s for s in specs
+        ]
+        models[role] = kept if isinstance(spec, list) else kept[0]
+    data["models"] = models
+    return data
+
+
 class Scenario(_Spec):
     """A runnable experiment: items × conditions × replicates, each episode a dialogue that gets judged."""
 
@@ -154,6 +191,12 @@ class Scenario(_Spec):
     judges: list[JudgeSpec] = Field(default_factory=list)
     judge_votes: int = Field(default=3, ge=1)
     """Votes per judgment, combined by majority (the votes are kept in the record)."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """USD per million tokens by model spec, e.g. `{openai/my-model: {input: 0.5, output: 1.5}}`, for
+    `--max-cost`; common OpenAI models have built-in list prices and `sim/...` is free."""
+    cache: bool | str = False
+    """Answer repeated model calls from the response cache: `true` (the default file) or a file path, relative to
+    the scenario. It changes how results are obtained, not what they are, so it is not part of the scenario hash."""
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -166,6 +209,13 @@ class Scenario(_Spec):
             if len(set(levels)) != len(levels):
                 raise ValueError(f"factor {factor!r} repeats a level")
         return factors
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_path_present(cls, cache: bool | str) -> bool | str:
+        if isinstance(cache, str) and not cache.strip():
+            raise ValueError("expected true, false or a file path")
+        return cache
 
     @property
     def base_dir(self) -> Path:
@@ -182,7 +232,5 @@ class Scenario(_Spec):
         return self.model_dump(mode="json")
 
     def content_hash(self) -> str:
-        """Identity of what the run measures; `concurrency` is left out because it changes no result."""
-        data = self.resolved()
-        data.pop("concurrency", None)
-        return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        """Identity of what the run measures (see `measured`), the key a resume is checked against."""
+        return hashlib.sha256(orjson.dumps(measured(self.resolved()), option=orjson.OPT_SORT_KEYS)).hexdigest()
