@@ -1,9 +1,10 @@
 """The participants: the tutor agent, student strategies and dialogue protocols (registered by name)."""
 
+from engine.templates import check_template, render
+
 from .crescendo import CrescendoProtocol
 from .persona import DEFAULT_OPENING, PersonaStudent, builtin_profile, student_messages
 from .students import AttackerTurn, Backtracking, CrescendoStudent, ScriptedStudent, turn_budget
-from .templates import check_template, render
 from .tutor import DEFAULT_TUTOR_PROMPT, ModelTutor, system_prompt_for, tutor_messages
 from .tutoring import DEFAULT_MAX_TURNS, FairnessProtocol, StopReason, TutorLedSettings
 

@@ -17,13 +17,10 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-import jinja2
-from jinja2 import meta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine import STUDENTS, EpisodeContext, RequestContext, Utterance
-
-from .templates import check_template, render
+from engine.templates import check_template, render
 
 __all__ = ("DEFAULT_OPENING", "PersonaStudent", "builtin_profile", "student_messages")
 
@@ -46,14 +43,10 @@ def builtin_profile() -> str:
 
 def _item_only(source: str, what: str) -> str:
     """A template that may read `item` and nothing else: the cue or the condition would break the pairing."""
-    check_template(source)
-    names = meta.find_undeclared_variables(jinja2.Environment().parse(source)) - {"item"}
-    if names:
-        raise ValueError(
-            f"the {what} may only use `item` (it must be identical across paired conditions); "
-            f"remove {', '.join(sorted(names))}"
-        )
-    return source
+    try:
+        return check_template(source, allowed=("item",))
+    except ValueError as exc:
+        raise ValueError(f"the {what} must be identical across paired conditions: {exc}") from None
 
 
 def student_messages(ctx: EpisodeContext, profile: str) -> list[dict[str, str]]:

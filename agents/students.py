@@ -8,10 +8,9 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine import STUDENTS, BadModelOutput, Episode, EpisodeContext, RequestContext, Utterance
+from engine.templates import check_template, render
 from engine.text import parse_json_object
 from personas import Dimension, taxonomy
-
-from .templates import check_template, render
 
 __all__ = ("AttackerTurn", "Backtracking", "CrescendoStudent", "ScriptedStudent", "turn_budget")
 

@@ -34,10 +34,10 @@ from engine import (
     Utterance,
     options_model,
 )
+from engine.templates import render
 from engine.text import mentions_answer
 
 from .persona import DEFAULT_OPENING
-from .templates import render
 
 __all__ = ("DEFAULT_MAX_TURNS", "FairnessProtocol", "StopReason", "TutorLedSettings")
 

@@ -55,11 +55,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import jinja2
 import yaml
-from jinja2 import meta
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -72,6 +68,7 @@ from pydantic import (
 )
 
 from engine import DESIGNS, Episode, ScenarioError, derive_seed
+from engine.templates import check_template, render
 
 __all__ = (
     "BASELINE",
@@ -269,34 +266,10 @@ def channel_dimensions(data: Demographics, channel: str) -> dict[str, list[str]]
 
 # ---------------------------------------------------------------------------------------------- templates
 
-_ENV = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
-
-
-@lru_cache(maxsize=64)
-def _compile(source: str) -> jinja2.Template:
-    """Compile a cue template, rejecting syntax errors and any variable the design does not provide."""
-    try:
-        tree = _ENV.parse(source)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ValueError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
-    unknown = sorted(meta.find_undeclared_variables(tree) - set(TEMPLATE_VARIABLES))
-    if unknown:
-        raise ValueError(
-            f"template refers to {', '.join(map(repr, unknown))}, which the demographic design does not provide; "
-            f"available: {', '.join(TEMPLATE_VARIABLES)}"
-        )
-    return _ENV.from_string(source)
-
 
 def _render(source: str, variables: Mapping[str, Any]) -> str:
-    try:
-        return _compile(source).render(**variables).strip()
-    except jinja2.UndefinedError as exc:
-        raise ValueError(f"template refers to an unknown value: {exc.message}") from None
-    except SecurityError as exc:
-        raise ValueError(f"template tried an unsafe operation: {exc}") from None
-    except (jinja2.TemplateError, ArithmeticError, TypeError) as exc:
-        raise ValueError(f"template failed: {type(exc).__name__}: {exc}") from None
+    check_template(source, allowed=TEMPLATE_VARIABLES)
+    return render(source, variables)
 
 
 # ---------------------------------------------------------------------------------------------- cells
@@ -551,7 +524,7 @@ class DemographicDesign:
         def _renders(cls, template: str | None, info: ValidationInfo) -> str | None:
             if template is None:
                 return None
-            _compile(template)
+            check_template(template, allowed=TEMPLATE_VARIABLES)
             context = _context(info)
             if context is None or any(name not in info.data for name in _SELECTION_FIELDS):
                 return template

@@ -1,4 +1,4 @@
-"""agents.templates: sandboxed Jinja for scenario text (tutor prompts, scripted utterances)."""
+"""engine.templates: sandboxed Jinja for scenario text (tutor prompts, scripted utterances)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agents.templates import check_template, render
 from engine import Item
+from engine.templates import check_template, render
 
 ITEM = Item(
     id="tpl-1",

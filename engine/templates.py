@@ -1,12 +1,17 @@
-"""Sandboxed prompt templates: a scenario's text can reference the item and condition, and nothing else."""
+"""Sandboxed templates for scenario text (prompts, cues, scripted lines): user text is rendered, never run.
+
+One place decides how templates are compiled and checked, so every plug-in rejects the same mistakes the same
+way: syntax errors, variables the caller does not provide, and operations the sandbox forbids.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 import jinja2
+from jinja2 import meta
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -20,12 +25,26 @@ def _compile(source: str) -> jinja2.Template:
     return _ENV.from_string(source)
 
 
-def check_template(source: str) -> str:
-    """Compile once at load time so a broken template is a scenario error, not a mid-run failure."""
+def check_template(source: str, allowed: Iterable[str] | None = None) -> str:
+    """Compile once at load time so a broken template is a scenario error, not a mid-run failure.
+
+    Args:
+        source: The template text.
+        allowed: The only variables it may use (None: any; missing ones then fail when rendered).
+    """
     try:
+        tree = _ENV.parse(source)
         _compile(source)
     except jinja2.TemplateSyntaxError as exc:
         raise ValueError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+    if allowed is not None:
+        names = sorted(set(allowed))
+        unknown = sorted(meta.find_undeclared_variables(tree) - set(names))
+        if unknown:
+            raise ValueError(
+                f"template refers to {', '.join(map(repr, unknown))}, which is not provided here; "
+                f"available: {', '.join(names)}"
+            )
     return source
 
 
