@@ -143,11 +143,12 @@ def _built(registry: Any, spec: Any) -> Any:
 
 
 def _model_specs(scenario: Scenario) -> list[tuple[str, tuple[str | int, ...], Any]]:
-    found: list[tuple[str, tuple[str | int, ...], Any]] = [("tutor", ("models", "tutor"), scenario.models.tutor)]
-    if scenario.models.student is not None:
-        found.append(("student", ("models", "student"), scenario.models.student))
-    found.extend(("judge", ("models", "judge", i), spec) for i, spec in enumerate(scenario.models.judge))
-    return found
+    """Each model with its role and its location in the YAML (judges are a list)."""
+    judges = iter(range(len(scenario.models.judge)))
+    return [
+        (role, ("models", role, next(judges)) if role == "judge" else ("models", role), spec)
+        for role, spec in scenario.models.by_role()
+    ]
 
 
 def apply_overrides(

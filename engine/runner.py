@@ -8,12 +8,12 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import structlog
@@ -50,6 +50,7 @@ log = structlog.get_logger("simrun")
 EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
 TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
 Status = Literal["finished", "interrupted"]
+T = TypeVar("T", int, float)
 
 
 @dataclass
@@ -190,20 +191,28 @@ class Runner:
         if cache is not None:
             stack.push_async_callback(cache.aclose)
 
+        roles = self.scenario.models.by_role()
+        sharing: dict[tuple[str, str | None, str | None, str], list[ModelSpec]] = {}
+        for _, spec in roles:
+            sharing.setdefault(_endpoint(spec), []).append(spec)
+
         def client(role: str, spec: ModelSpec) -> ModelClient:
-            key = (spec.provider, spec.base_url, spec.api_key_env, spec.name)
+            key = _endpoint(spec)
             if key not in models:
                 model = PROVIDERS.get(spec.provider)()(spec)
                 stack.push_async_callback(model.aclose)
                 models[key] = model
-                throttles[key] = Throttle(rpm=spec.rpm, tpm=spec.tpm, max_in_flight=spec.max_concurrency)
+                # Roles on one endpoint share one budget: the strictest of their limits holds for all.
+                same = sharing[key]
+                throttles[key] = Throttle(
+                    rpm=_strictest(s.rpm for s in same),
+                    tpm=_strictest(s.tpm for s in same),
+                    max_in_flight=_strictest(s.max_concurrency for s in same),
+                )
             return ModelClient(role, spec, models[key], throttles[key], self.stats, cache=cache)
 
-        specs = self.scenario.models
-        clients = {"tutor": client("tutor", specs.tutor)}
-        if specs.student is not None:
-            clients["student"] = client("student", specs.student)
-        return clients, [client("judge", spec) for spec in specs.judge]
+        built = [(role, client(role, spec)) for role, spec in roles]
+        return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
 
     async def _run_episodes(
         self, clients: dict[str, ModelClient], judge_clients: list[ModelClient], judges: list[Judge]
@@ -317,8 +326,7 @@ class Runner:
 
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
-        specs = [scenario.models.tutor, scenario.models.student, *scenario.models.judge]
-        providers = sorted({spec.provider for spec in specs if spec is not None})
+        providers = sorted({spec.provider for _, spec in scenario.models.by_role()})
         self.run_dir.write_manifest(
             {
                 "simrun_version": _versions().get("simrun", "unknown"),
@@ -346,6 +354,15 @@ class Runner:
                 "updated_at": utc_now(),
             }
         )
+
+
+def _endpoint(spec: ModelSpec) -> tuple[str, str | None, str | None, str]:
+    return (spec.provider, spec.base_url, spec.api_key_env, spec.name)
+
+
+def _strictest(limits: Iterable[T | None]) -> T | None:
+    present = [limit for limit in limits if limit is not None]
+    return min(present) if present else None
 
 
 def preflight(scenario: Scenario, episodes: Sequence[Episode], *, tutor: Agent | None = None) -> None:
