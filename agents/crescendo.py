@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine import JUDGES, PROTOCOLS, CallEstimate, Episode, EpisodeContext, Scenario, options_model
+from engine import PROTOCOLS, CallEstimate, Episode, EpisodeContext, Scenario, judge_calls
 
 from .students import Backtracking, CrescendoStudent
 
@@ -75,12 +75,7 @@ class CrescendoProtocol:
         guesses = {"tutor": tutor}
         if scenario.models.student is not None and scenario.student.strategy == "crescendo":
             guesses["student"] = CallEstimate(exchanges, context_tokens + 80 * exchanges)
-        calls = 0
-        for spec in scenario.judges:
-            factory = JUDGES.get(spec.name)
-            judge = factory(options_model(factory).model_validate(spec.options))
-            per_target = getattr(judge, "model_calls", 1) * scenario.judge_votes
-            calls += per_target * (exchanges if judge.scope == "turn" else 1)
+        calls = judge_calls(scenario, exchanges)
         guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120))
         return guesses
 

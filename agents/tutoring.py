@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import Literal, Protocol, runtime_checkable
 
 from engine import (
-    JUDGES,
     PROTOCOLS,
     STUDENTS,
     CallEstimate,
@@ -32,6 +31,7 @@ from engine import (
     EpisodeContext,
     Scenario,
     Utterance,
+    judge_calls,
     options_model,
 )
 from engine.templates import render
@@ -118,12 +118,7 @@ class FairnessProtocol:
         }
         if scenario.models.student is not None:
             guesses["student"] = CallEstimate(student_calls, sum(context[0::2]) + _STUDENT_REPLY_TOKENS * student_calls)
-        calls = 0
-        for spec in scenario.judges:
-            judge_factory = JUDGES.get(spec.name)
-            judge = judge_factory(options_model(judge_factory).model_validate(spec.options))
-            per_target = getattr(judge, "model_calls", 1) * scenario.judge_votes
-            calls += per_target * (tutor_calls if judge.scope == "turn" else 1)
+        calls = judge_calls(scenario, tutor_calls)
         guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120))
         return guesses
 

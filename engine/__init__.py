@@ -37,6 +37,7 @@ from .plugins import (
     Judge,
     Summarizer,
     Utterance,
+    judge_calls,
     options_model,
 )
 from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
@@ -102,6 +103,7 @@ __all__ = (
     "build_scenario",
     "check_scenario",
     "derive_seed",
+    "judge_calls",
     "load_items",
     "load_plugins",
     "load_scenario",

@@ -35,6 +35,7 @@ __all__ = (
     "NoOptions",
     "Summarizer",
     "Utterance",
+    "judge_calls",
     "options_model",
 )
 
@@ -82,6 +83,17 @@ class CallEstimate:
 
     def __add__(self, other: CallEstimate) -> CallEstimate:
         return CallEstimate(self.calls + other.calls, self.tokens + other.tokens)
+
+
+def judge_calls(scenario: Scenario, judged_turns: int) -> int:
+    """Upper bound of model calls the scenario's judges make on one episode with `judged_turns` tutor turns."""
+    calls = 0
+    for spec in scenario.judges:
+        factory = JUDGES.get(spec.name)
+        judge = factory(options_model(factory).model_validate(spec.options))
+        per_target = getattr(judge, "model_calls", 1) * scenario.judge_votes
+        calls += per_target * (judged_turns if judge.scope == "turn" else 1)
+    return calls
 
 
 class DialogueProtocol(Protocol):
