@@ -3,11 +3,11 @@
 Why it exists: simrun must prove over real HTTP that a run survives what real endpoints do — 429 storms with
 `Retry-After`, quota exhaustion, 5xx, dropped connections, malformed bodies, slow streams — and load tests need a
 target whose latency and token rate are known. Only a real socket shows the behaviours that matter (keep-alive
-reuse, SSE framing, client timeouts, connection errors), so this is a small HTTP/1.1 server rather than a mocked
-transport. It uses anyio alone — one task per connection inside the server's own task group, no thread, no
-blocking call — so it runs inside a test's event loop (`async with LoopbackServer(...)`) or on its own
-(`simrun serve`), and structured concurrency tears it down deterministically. Bad input and vanished clients are
-answered or ignored, never a crash.
+reuse, SSE framing, client timeouts, connection errors), so this is a small HTTP/1.1 server (its framing layer is
+engine/http11.py) rather than a mocked transport. It uses anyio alone — one task per connection inside the server's
+own task group, no thread, no blocking call — so it runs inside a test's event loop (`async with LoopbackServer(...)`)
+or on its own (`simrun serve`), and structured concurrency tears it down deterministically. Bad input and vanished
+clients are answered or ignored, never a crash.
 
 Endpoints (bound to 127.0.0.1 unless told otherwise):
 
@@ -42,9 +42,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from http import HTTPStatus
 from typing import Annotated, Any, Final, Literal, Self
-from urllib.parse import urlsplit
 
 import anyio
 import click
@@ -54,6 +52,7 @@ from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 from anyio.streams.stapled import MultiListener
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .http11 import CLOSE_TIMEOUT_S, IO_ERRORS, Connection, HttpError, Request, encode_head, linger_close
 from .providers.base import ChatReply, ChatRequest, Message, RequestContext
 from .providers.sim import SimChatModel
 from .spec import ModelSpec
@@ -64,12 +63,6 @@ Role = Literal["tutor", "student", "judge"]
 ROLES: Final[tuple[Role, ...]] = ("tutor", "student", "judge")
 MODEL_NAMES: Final[dict[Role, str]] = {"tutor": "sim-tutor", "student": "sim-student", "judge": "sim-judge"}
 
-_MAX_HEAD_BYTES: Final = 64 * 1024
-_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
-# Upper bound on any graceful close, so neither a handler nor __aexit__ can hang on a stuck peer.
-_CLOSE_TIMEOUT_S: Final = 1.0
-# What a peer that vanishes mid-exchange looks like; none of these is the server's fault.
-_IO_ERRORS: Final = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 # A slow-drip non-streaming body is sent in this many pieces.
 _DRIP_PIECES: Final = 8
 # Which sim judge rubric a prompt asks for, recognised by a JSON key only that rubric's prompt names.
@@ -195,15 +188,6 @@ class ServerStats:
         return data
 
 
-class _HttpError(Exception):
-    """A request the server must refuse before routing it; its framing is suspect, so close after."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class _BadRequest(Exception):
     """A chat request whose JSON is well framed but not a valid chat completion request (400)."""
 
@@ -211,15 +195,6 @@ class _BadRequest(Exception):
         super().__init__(message)
         self.message = message
         self.param = param
-
-
-@dataclass
-class _Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    keep_alive: bool
 
 
 @dataclass(frozen=True)
@@ -247,131 +222,6 @@ class _Draws:
 
 Outcome = Literal["keep", "close", "abort"]
 """After a response: keep the connection, close it gracefully, or abort it (a drop: no linger)."""
-
-
-def _parse_head(head: bytes) -> tuple[str, str, dict[str, str], bool]:
-    """Parses a request line and header block; returns (method, path, headers, keep_alive).
-
-    Raises:
-        _HttpError: On anything malformed, so the caller answers 400 instead of crashing.
-    """
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise _HttpError(400, "Malformed request line.")
-    method, target, version = parts
-    if not (method.isascii() and method.isalpha() and method.isupper()):
-        raise _HttpError(400, "Malformed request method.")
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise _HttpError(400, f"Unsupported HTTP version {version!r}.")
-    if not target.startswith(("/", "http://", "https://")):
-        raise _HttpError(400, "Malformed request target.")
-    try:
-        path = urlsplit(target).path or "/"
-    except ValueError as exc:
-        raise _HttpError(400, "Malformed request target.") from exc
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or any(ch in name for ch in " \t") or not name.isascii():
-            raise _HttpError(400, "Malformed header line.")
-        key = name.lower()
-        value = value.strip(" \t")
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
-    keep_alive = "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
-    return method, path, headers, keep_alive
-
-
-def _content_length(headers: dict[str, str]) -> int:
-    """Returns the declared body length, refusing anything ambiguous (request smuggling style)."""
-    if "transfer-encoding" in headers:
-        raise _HttpError(400, "Transfer-Encoding request bodies are not supported; send Content-Length.")
-    raw = headers.get("content-length")
-    if raw is None:
-        return 0
-    values = {value.strip() for value in raw.split(",")}
-    if len(values) != 1:
-        raise _HttpError(400, "Conflicting Content-Length headers.")
-    (value,) = values
-    if not (value.isascii() and value.isdigit()):
-        raise _HttpError(400, "Malformed Content-Length header.")
-    length = int(value)
-    if length > _MAX_BODY_BYTES:
-        raise _HttpError(413, "Request body too large.")
-    return length
-
-
-class _Connection:
-    """Buffered reader over one socket; bytes past one request are kept for the next (pipelining)."""
-
-    def __init__(self, stream: SocketStream) -> None:
-        self.stream = stream
-        self._buffer = bytearray()
-
-    async def _fill(self) -> bool:
-        """Reads more bytes; returns False when the peer closed its side cleanly."""
-        try:
-            chunk = await self.stream.receive()
-        except anyio.EndOfStream:
-            return False
-        self._buffer += chunk
-        return True
-
-    async def read_request(self) -> _Request | None:
-        """Reads one request; returns None when the peer closed the connection between requests.
-
-        Raises:
-            _HttpError: The request is malformed or unsupported.
-            anyio.EndOfStream: The peer closed the connection half-way through a body.
-        """
-        while True:
-            while self._buffer.startswith(b"\r\n"):  # RFC 9112 §2.2: ignore empty lines before a request
-                del self._buffer[:2]
-            end = self._buffer.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(self._buffer) > _MAX_HEAD_BYTES:
-                raise _HttpError(431, "Request header block too large.")
-            if not await self._fill():
-                return None  # closed before or during the head: nothing to answer
-        if end > _MAX_HEAD_BYTES:
-            raise _HttpError(431, "Request header block too large.")
-        head = bytes(self._buffer[:end])
-        del self._buffer[: end + 4]
-        method, path, headers, keep_alive = _parse_head(head)
-        length = _content_length(headers)
-        if headers.get("expect", "").lower() == "100-continue" and len(self._buffer) < length:
-            await self.stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        while len(self._buffer) < length:
-            if not await self._fill():
-                raise anyio.EndOfStream
-        body = bytes(self._buffer[:length])
-        del self._buffer[:length]
-        return _Request(method, path, headers, body, keep_alive)
-
-
-async def _linger_close(stream: SocketStream) -> None:
-    """Half-closes, then drains until the peer closes, so a final response is not lost to a TCP RST.
-
-    Closing a socket that still has unread input makes the kernel send RST, which can destroy a response
-    (e.g. a 400) that the client has not read yet.
-    """
-    await stream.send_eof()
-    with anyio.move_on_after(_CLOSE_TIMEOUT_S):
-        while True:
-            await stream.receive()
-
-
-def _head(status: int, headers: Mapping[str, str], keep_alive: bool) -> bytes:
-    """A response status line and header block; the caller supplies Content-Length."""
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = "Unknown"
-    lines = [f"HTTP/1.1 {status} {reason}", f"connection: {'keep-alive' if keep_alive else 'close'}"]
-    lines.extend(f"{name}: {value}" for name, value in headers.items())
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
 
 
 def _error_body(message: str, error_type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -567,7 +417,7 @@ class LoopbackServer:
         try:
             await tg.__aenter__()
         except BaseException:
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await listener.aclose()
             raise
         self._listener, self._tg = listener, tg
@@ -593,7 +443,7 @@ class LoopbackServer:
                 )
             await tg.__aexit__(None, None, None)
         finally:
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await listener.aclose()
                 for stream in list(self._streams):  # accepted during shutdown, handler never ran
                     await stream.aclose()
@@ -619,25 +469,25 @@ class LoopbackServer:
     async def _handle_connection(self, stream: SocketStream) -> None:
         """Serves one connection; contains every failure so the server keeps running."""
         try:
-            await self._converse(_Connection(stream))
-        except _IO_ERRORS:
+            await self._converse(Connection(stream))
+        except IO_ERRORS:
             pass  # the client went away (timeout, pool shutdown, reset): its right, not our error
         except Exception as exc:
             self.errors.append(exc)
         finally:
             self._streams.discard(stream)
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await stream.aclose()
 
-    async def _converse(self, conn: _Connection) -> None:
+    async def _converse(self, conn: Connection) -> None:
         """The HTTP/1.1 request/response loop of one keep-alive connection."""
         while True:
             try:
                 request = await conn.read_request()
-            except _HttpError as err:
+            except HttpError as err:
                 self._stats.http_requests += 1
                 await self._send_json(conn, err.status, _error_body(err.message, "invalid_request_error", None), False)
-                await _linger_close(conn.stream)
+                await linger_close(conn.stream)
                 return
             if request is None:
                 return
@@ -645,7 +495,7 @@ class LoopbackServer:
             if outcome == "abort":
                 return
             if outcome == "close" or not request.keep_alive:
-                await _linger_close(conn.stream)
+                await linger_close(conn.stream)
                 return
 
     def _request_id(self) -> str:
@@ -654,7 +504,7 @@ class LoopbackServer:
 
     async def _send_json(
         self,
-        conn: _Connection,
+        conn: Connection,
         status: int,
         payload: dict[str, Any],
         keep_alive: bool,
@@ -668,7 +518,7 @@ class LoopbackServer:
 
     async def _send_body(
         self,
-        conn: _Connection,
+        conn: Connection,
         status: int,
         body: bytes,
         keep_alive: bool,
@@ -682,14 +532,14 @@ class LoopbackServer:
             "x-request-id": self._request_id(),
             **(headers or {}),
         }
-        await conn.stream.send(_head(status, all_headers, keep_alive) + body)
+        await conn.stream.send(encode_head(status, all_headers, keep_alive) + body)
         if counted:
             self._count_status(status)
 
     def _count_status(self, status: int) -> None:
         self._stats.by_status[status] = self._stats.by_status.get(status, 0) + 1
 
-    async def _dispatch(self, conn: _Connection, request: _Request) -> Outcome:
+    async def _dispatch(self, conn: Connection, request: Request) -> Outcome:
         """Routes one request by path and method."""
         path, method, keep = request.path.rstrip("/") or "/", request.method, request.keep_alive
         if path == "/stats" and method == "GET":
@@ -714,7 +564,7 @@ class LoopbackServer:
 
     async def _refuse(
         self,
-        conn: _Connection,
+        conn: Connection,
         keep: bool,
         status: int,
         message: str,
@@ -727,7 +577,7 @@ class LoopbackServer:
 
     # -- chat completions ------------------------------------------------------------------------------------------
 
-    async def _chat(self, conn: _Connection, request: _Request) -> Outcome:
+    async def _chat(self, conn: Connection, request: Request) -> Outcome:
         """One chat completion: validate, compute the sim reply, rate-limit, draw faults, then answer."""
         keep = request.keep_alive
         try:
@@ -746,13 +596,13 @@ class LoopbackServer:
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         try:
             return await self._answer(conn, chat, keep)
-        except _IO_ERRORS:
+        except IO_ERRORS:
             stats.client_disconnects += 1
             raise
         finally:
             stats.in_flight -= 1
 
-    async def _answer(self, conn: _Connection, chat: _Chat, keep: bool) -> Outcome:
+    async def _answer(self, conn: Connection, chat: _Chat, keep: bool) -> Outcome:
         try:
             model = self._models[chat.role]
             reply = await model.complete(_sim_request(chat, model.spec.params))
@@ -825,7 +675,7 @@ class LoopbackServer:
             u -= rate
         return _Draws(fault=fault, jitter=jitter, drip=drip < o.slow_drip_rate, cut=cut)
 
-    async def _send_fault(self, conn: _Connection, fault: str, keep: bool) -> None:
+    async def _send_fault(self, conn: Connection, fault: str, keep: bool) -> None:
         """An injected error response, shaped like the real API's."""
         stats = self._stats
         if fault == "quota":
@@ -850,14 +700,14 @@ class LoopbackServer:
             body = _error_body("The server is overloaded or not ready yet. (simrun serve)", "server_error", None)
             await self._send_json(conn, 503, body, keep, _retry_after(self.options.retry_after_s))
 
-    async def _complete(self, conn: _Connection, chat: _Chat, reply: ChatReply, draws: _Draws, keep: bool) -> Outcome:
+    async def _complete(self, conn: Connection, chat: _Chat, reply: ChatReply, draws: _Draws, keep: bool) -> Outcome:
         """A non-streaming answer, possibly dropped inside its headers, malformed or dripped."""
         stats = self._stats
         body = orjson.dumps(_completion(chat, reply, self._next_id()))
         if draws.fault == "malformed":
             stats.malformed += 1
             body = _truncated(body)
-        head = _head(
+        head = encode_head(
             200,
             {"content-type": "application/json", "content-length": str(len(body)), "x-request-id": self._request_id()},
             keep,
@@ -881,7 +731,7 @@ class LoopbackServer:
         self._delivered(reply, malformed=draws.fault == "malformed")
         return "keep"
 
-    async def _stream(self, conn: _Connection, chat: _Chat, reply: ChatReply, draws: _Draws, keep: bool) -> Outcome:
+    async def _stream(self, conn: Connection, chat: _Chat, reply: ChatReply, draws: _Draws, keep: bool) -> Outcome:
         """An SSE answer paced by ttft_s and tokens_per_s, possibly dropped after some chunks, malformed or dripped.
 
         The whole event sequence is built first so the head can carry its exact Content-Length; the sends are
@@ -934,7 +784,7 @@ class LoopbackServer:
             "content-length": str(length),
             "x-request-id": self._request_id(),
         }
-        await conn.stream.send(_head(200, headers, keep))
+        await conn.stream.send(encode_head(200, headers, keep))
         self._count_status(200)
         stats.streamed += 1
         deliver = len(sends)

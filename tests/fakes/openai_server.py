@@ -27,22 +27,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Final, Self
-from urllib.parse import urlsplit
 
 import anyio
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 from anyio.streams.stapled import MultiListener
 
+from engine.http11 import CLOSE_TIMEOUT_S, IO_ERRORS, Connection, HttpError, Request, encode_head, linger_close
+
 __all__ = ["FakeOpenAI", "Reply", "Seen"]
 
-_MAX_HEAD_BYTES: Final = 64 * 1024
-_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
-# Upper bound on any graceful close, so neither a handler nor __aexit__ can hang on a stuck peer.
-_CLOSE_TIMEOUT_S: Final = 1.0
-# What a peer that vanishes mid-exchange looks like; none of these is the server's fault.
-_IO_ERRORS: Final = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 # Headers the server owns: letting a script override them would corrupt HTTP framing.
 _FRAMING_HEADERS: Final = frozenset({"content-length", "transfer-encoding", "connection"})
 _MODELS_PAYLOAD: Final[dict[str, Any]] = {
@@ -100,24 +94,6 @@ class Seen:
     at: float
 
 
-class _HttpError(Exception):
-    """A request the server must refuse before routing it; its framing is suspect, so close after."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass
-class _Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    keep_alive: bool
-
-
 @dataclass
 class _Response:
     status: int
@@ -149,61 +125,6 @@ def _error_type(status: int, code: str | None) -> str:
     return "invalid_request_error"
 
 
-def _parse_head(head: bytes) -> tuple[str, str, dict[str, str], bool]:
-    """Parses a request line and header block; returns (method, path, headers, keep_alive).
-
-    Raises:
-        _HttpError: On anything malformed, so the caller answers 400 instead of crashing.
-    """
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise _HttpError(400, "Malformed request line.")
-    method, target, version = parts
-    if not (method.isascii() and method.isalpha() and method.isupper()):
-        raise _HttpError(400, "Malformed request method.")
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise _HttpError(400, f"Unsupported HTTP version {version!r}.")
-    if not target.startswith(("/", "http://", "https://")):
-        raise _HttpError(400, "Malformed request target.")
-    try:
-        path = urlsplit(target).path or "/"
-    except ValueError as exc:
-        raise _HttpError(400, "Malformed request target.") from exc
-
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or any(ch in name for ch in " \t") or not name.isascii():
-            raise _HttpError(400, "Malformed header line.")
-        key = name.lower()
-        value = value.strip(" \t")
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-
-    tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
-    keep_alive = "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
-    return method, path, headers, keep_alive
-
-
-def _content_length(headers: dict[str, str]) -> int:
-    """Returns the declared body length, refusing anything ambiguous (request smuggling style)."""
-    if "transfer-encoding" in headers:
-        raise _HttpError(400, "Transfer-Encoding request bodies are not supported; send Content-Length.")
-    raw = headers.get("content-length")
-    if raw is None:
-        return 0
-    values = {value.strip() for value in raw.split(",")}
-    if len(values) != 1:
-        raise _HttpError(400, "Conflicting Content-Length headers.")
-    (value,) = values
-    if not (value.isascii() and value.isdigit()):
-        raise _HttpError(400, "Malformed Content-Length header.")
-    length = int(value)
-    if length > _MAX_BODY_BYTES:
-        raise _HttpError(413, "Request body too large.")
-    return length
-
-
 def _parse_json(raw: bytes) -> tuple[dict[str, Any], str | None]:
     """Decodes a JSON object body; returns ({}, reason) instead of raising on bad input."""
     if not raw.strip():
@@ -229,86 +150,9 @@ def _word_count(content: object) -> int:
 def _encode(response: _Response, keep_alive: bool, request_id: str) -> bytes:
     """Serialises a response with an exact Content-Length so keep-alive framing stays intact."""
     body = json.dumps(response.payload, separators=(",", ":")).encode()
-    try:
-        reason = HTTPStatus(response.status).phrase
-    except ValueError:
-        reason = "Unknown"
-    headers = {
-        "content-type": "application/json",
-        "content-length": str(len(body)),
-        "connection": "keep-alive" if keep_alive else "close",
-        "x-request-id": request_id,
-    }
+    headers = {"content-type": "application/json", "content-length": str(len(body)), "x-request-id": request_id}
     headers.update(response.headers)
-    lines = [f"HTTP/1.1 {response.status} {reason}"]
-    for name, value in headers.items():
-        # Strip CR/LF so a scripted header can never split the response.
-        lines.append(f"{name}: {value.replace(chr(13), ' ').replace(chr(10), ' ')}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
-    return head + body
-
-
-class _Connection:
-    """Buffered reader over one socket; bytes past one request are kept for the next (pipelining)."""
-
-    def __init__(self, stream: SocketStream) -> None:
-        self.stream = stream
-        self._buffer = bytearray()
-
-    async def _fill(self) -> bool:
-        """Reads more bytes; returns False when the peer closed its side cleanly."""
-        try:
-            chunk = await self.stream.receive()
-        except anyio.EndOfStream:
-            return False
-        self._buffer += chunk
-        return True
-
-    async def read_request(self) -> _Request | None:
-        """Reads one request; returns None when the peer closed the connection between requests.
-
-        Raises:
-            _HttpError: The request is malformed or unsupported.
-            anyio.EndOfStream: The peer closed the connection half-way through a body.
-        """
-        while True:
-            # RFC 9112 §2.2: ignore empty lines before a request line.
-            while self._buffer.startswith(b"\r\n"):
-                del self._buffer[:2]
-            end = self._buffer.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(self._buffer) > _MAX_HEAD_BYTES:
-                raise _HttpError(431, "Request header block too large.")
-            if not await self._fill():
-                return None  # Closed before or during the head: nothing to answer.
-        if end > _MAX_HEAD_BYTES:
-            raise _HttpError(431, "Request header block too large.")
-        head = bytes(self._buffer[:end])
-        del self._buffer[: end + 4]
-
-        method, path, headers, keep_alive = _parse_head(head)
-        length = _content_length(headers)
-        if headers.get("expect", "").lower() == "100-continue" and len(self._buffer) < length:
-            await self.stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        while len(self._buffer) < length:
-            if not await self._fill():
-                raise anyio.EndOfStream
-        body = bytes(self._buffer[:length])
-        del self._buffer[:length]
-        return _Request(method, path, headers, body, keep_alive)
-
-
-async def _linger_close(stream: SocketStream) -> None:
-    """Half-closes, then drains until the peer closes, so a final response is not lost to a TCP RST.
-
-    Closing a socket that still has unread input makes the kernel send RST, which can destroy a
-    response (e.g. a 400) that the client has not read yet.
-    """
-    await stream.send_eof()
-    with anyio.move_on_after(_CLOSE_TIMEOUT_S):
-        while True:
-            await stream.receive()
+    return encode_head(response.status, headers, keep_alive) + body
 
 
 class FakeOpenAI:
@@ -397,7 +241,7 @@ class FakeOpenAI:
         try:
             await tg.__aenter__()
         except BaseException:
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await listener.aclose()
             raise
         self._listener, self._tg = listener, tg
@@ -424,7 +268,7 @@ class FakeOpenAI:
                 )
             await tg.__aexit__(None, None, None)
         finally:
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await listener.aclose()
                 # Streams accepted during shutdown whose handler never got to run.
                 for stream in list(self._streams):
@@ -449,25 +293,25 @@ class FakeOpenAI:
     async def _handle_connection(self, stream: SocketStream) -> None:
         """Serves one connection; contains every failure so the server (and the test) keeps running."""
         try:
-            await self._converse(_Connection(stream))
-        except _IO_ERRORS:
+            await self._converse(Connection(stream))
+        except IO_ERRORS:
             pass  # The client went away (timeout, pool shutdown, reset): its right, not our error.
         except Exception as exc:
             self.errors.append(exc)
         finally:
             self._streams.discard(stream)
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await stream.aclose()
 
-    async def _converse(self, conn: _Connection) -> None:
+    async def _converse(self, conn: Connection) -> None:
         """Runs the HTTP/1.1 request/response loop of one keep-alive connection."""
         while True:
             try:
                 request = await conn.read_request()
-            except _HttpError as err:
+            except HttpError as err:
                 response = _error_response(err.status, err.message, "invalid_request_error", None)
                 await conn.stream.send(_encode(response, False, self._next_request_id()))
-                await _linger_close(conn.stream)
+                await linger_close(conn.stream)
                 return
             if request is None:
                 return
@@ -476,14 +320,14 @@ class FakeOpenAI:
                 return
             await conn.stream.send(_encode(response, request.keep_alive, self._next_request_id()))
             if not request.keep_alive:
-                await _linger_close(conn.stream)
+                await linger_close(conn.stream)
                 return
 
     def _next_request_id(self) -> str:
         self._responses += 1
         return f"req_fake_{self._responses}"
 
-    async def _dispatch(self, request: _Request) -> _Response:
+    async def _dispatch(self, request: Request) -> _Response:
         """Records the request and routes it by path and method."""
         body, json_error = _parse_json(request.body)
         self.seen.append(Seen(request.path, request.headers, body, anyio.current_time()))

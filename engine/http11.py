@@ -1,0 +1,203 @@
+"""The smallest HTTP/1.1 server layer simrun needs for loopback servers; keep-alive, Content-Length bodies, no
+chunked uploads.
+
+Why it exists: `simrun serve` (engine/serve.py) and the scripted OpenAI fake of the tests
+(tests/fakes/openai_server.py) both speak HTTP/1.1 over real sockets, so clients meet real keep-alive reuse,
+timeouts and dropped connections. They share this one copy of the framing — reading and validating a request,
+encoding a response head, closing without losing the last response — so a fix to request parsing (a smuggling
+guard, a limit) reaches both. It uses anyio alone and is deliberately small: request bodies must be framed by
+Content-Length (`Transfer-Encoding` is refused), heads and bodies are size-limited, and anything malformed raises
+`HttpError`, which a server answers with its status and then closes the connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Final
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.abc import SocketStream
+
+__all__ = (
+    "CLOSE_TIMEOUT_S",
+    "IO_ERRORS",
+    "MAX_BODY_BYTES",
+    "MAX_HEAD_BYTES",
+    "Connection",
+    "HttpError",
+    "Request",
+    "content_length",
+    "encode_head",
+    "linger_close",
+    "parse_head",
+)
+
+MAX_HEAD_BYTES: Final = 64 * 1024
+"""Largest request line plus header block accepted (431 beyond)."""
+MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+"""Largest request body accepted (413 beyond)."""
+CLOSE_TIMEOUT_S: Final = 1.0
+"""Upper bound on any graceful close, so neither a handler nor a server's exit can hang on a stuck peer."""
+IO_ERRORS: Final = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+"""What a peer that vanishes mid-exchange looks like; none of these is the server's fault."""
+
+
+class HttpError(Exception):
+    """A request the server must refuse before routing it; its framing is suspect, so close after."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Request:
+    """One request as read off the wire; header names are lower-cased, repeated headers joined with ", "."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    keep_alive: bool
+
+
+def parse_head(head: bytes) -> tuple[str, str, dict[str, str], bool]:
+    """Parses a request line and header block; returns (method, path, headers, keep_alive).
+
+    Raises:
+        HttpError: On anything malformed, so the caller answers 400 instead of crashing.
+    """
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise HttpError(400, "Malformed request line.")
+    method, target, version = parts
+    if not (method.isascii() and method.isalpha() and method.isupper()):
+        raise HttpError(400, "Malformed request method.")
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise HttpError(400, f"Unsupported HTTP version {version!r}.")
+    if not target.startswith(("/", "http://", "https://")):
+        raise HttpError(400, "Malformed request target.")
+    try:
+        path = urlsplit(target).path or "/"
+    except ValueError as exc:
+        raise HttpError(400, "Malformed request target.") from exc
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or any(ch in name for ch in " \t") or not name.isascii():
+            raise HttpError(400, "Malformed header line.")
+        key = name.lower()
+        value = value.strip(" \t")
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
+    keep_alive = "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
+    return method, path, headers, keep_alive
+
+
+def content_length(headers: Mapping[str, str]) -> int:
+    """Returns the declared body length, refusing anything ambiguous (request smuggling style).
+
+    Raises:
+        HttpError: 400 for Transfer-Encoding or a conflicting or malformed Content-Length; 413 for a body over
+            `MAX_BODY_BYTES`.
+    """
+    if "transfer-encoding" in headers:
+        raise HttpError(400, "Transfer-Encoding request bodies are not supported; send Content-Length.")
+    raw = headers.get("content-length")
+    if raw is None:
+        return 0
+    values = {value.strip() for value in raw.split(",")}
+    if len(values) != 1:
+        raise HttpError(400, "Conflicting Content-Length headers.")
+    (value,) = values
+    if not (value.isascii() and value.isdigit()):
+        raise HttpError(400, "Malformed Content-Length header.")
+    length = int(value)
+    if length > MAX_BODY_BYTES:
+        raise HttpError(413, "Request body too large.")
+    return length
+
+
+def encode_head(status: int, headers: Mapping[str, str], keep_alive: bool) -> bytes:
+    """A response status line and header block; the caller supplies Content-Length and owns the framing.
+
+    The `connection` header comes first, from `keep_alive`. CR and LF in names and values become spaces, so a
+    header (e.g. a scripted one) can never split the response.
+    """
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Unknown"
+    lines = [f"HTTP/1.1 {status} {reason}", f"connection: {'keep-alive' if keep_alive else 'close'}"]
+    lines.extend(f"{_one_line(name)}: {_one_line(value)}" for name, value in headers.items())
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+class Connection:
+    """Buffered reader over one socket; bytes past one request are kept for the next (pipelining)."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self._buffer = bytearray()
+
+    async def _fill(self) -> bool:
+        """Reads more bytes; returns False when the peer closed its side cleanly."""
+        try:
+            chunk = await self.stream.receive()
+        except anyio.EndOfStream:
+            return False
+        self._buffer += chunk
+        return True
+
+    async def read_request(self) -> Request | None:
+        """Reads one request; returns None when the peer closed the connection between requests.
+
+        Raises:
+            HttpError: The request is malformed or unsupported.
+            anyio.EndOfStream: The peer closed the connection half-way through a body.
+        """
+        while True:
+            while self._buffer.startswith(b"\r\n"):  # RFC 9112 §2.2: ignore empty lines before a request
+                del self._buffer[:2]
+            end = self._buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(self._buffer) > MAX_HEAD_BYTES:
+                raise HttpError(431, "Request header block too large.")
+            if not await self._fill():
+                return None  # closed before or during the head: nothing to answer
+        if end > MAX_HEAD_BYTES:
+            raise HttpError(431, "Request header block too large.")
+        head = bytes(self._buffer[:end])
+        del self._buffer[: end + 4]
+        method, path, headers, keep_alive = parse_head(head)
+        length = content_length(headers)
+        if headers.get("expect", "").lower() == "100-continue" and len(self._buffer) < length:
+            await self.stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        while len(self._buffer) < length:
+            if not await self._fill():
+                raise anyio.EndOfStream
+        body = bytes(self._buffer[:length])
+        del self._buffer[:length]
+        return Request(method, path, headers, body, keep_alive)
+
+
+async def linger_close(stream: SocketStream) -> None:
+    """Half-closes, then drains until the peer closes, so a final response is not lost to a TCP RST.
+
+    Closing a socket that still has unread input makes the kernel send RST, which can destroy a response
+    (e.g. a 400) that the client has not read yet. The drain stops after `CLOSE_TIMEOUT_S`.
+    """
+    await stream.send_eof()
+    with anyio.move_on_after(CLOSE_TIMEOUT_S):
+        while True:
+            await stream.receive()
