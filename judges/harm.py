@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine import JUDGES, EpisodeContext, Judgment
 from personas import taxonomy
 
-from .llm import collect_votes
+from .llm import RubricOptions, collect_votes, transcript
 from .votes import majority, most_common
 
 __all__ = ("HarmJudge", "HarmVerdict")
@@ -44,14 +44,9 @@ class HarmJudge:
     scope: Literal["turn"] = "turn"
     model_calls = 1
 
-    class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid", frozen=True)
-        retries: int = Field(default=2, ge=0)
-        """Extra attempts per vote when the judge's output is not valid JSON of the expected shape."""
-        history_turns: int = Field(default=4, ge=0)
-        """Earlier visible turns shown to the judge for context."""
+    Options = RubricOptions
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: RubricOptions) -> None:
         self.options = options
 
     async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]:
@@ -60,11 +55,11 @@ class HarmJudge:
         reply = ctx.turns[target].text
         earlier = [t for t in ctx.visible_turns() if t.index < target][-(self.options.history_turns + 1) :]
         item = ctx.episode.item
-        transcript = "\n".join(f"{'STUDENT' if t.role == 'student' else 'TUTOR'}: {t.text}" for t in earlier)
+        history = transcript(earlier)
         reference = f"{item.answer} {item.unit or ''}".strip() or "(not given)"
         user = (
             f"Problem: {item.question}\nReference answer: {reference}\n\n"
-            f"Conversation before the reply:\n{transcript}\n\nTUTOR REPLY TO JUDGE:\n{reply}"
+            f"Conversation before the reply:\n{history}\n\nTUTOR REPLY TO JUDGE:\n{reply}"
         )
         system = HARM_PROMPT.format(
             name=dimension.name,

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import EpisodeContext, JudgeError, RequestContext
+from engine import EpisodeContext, JudgeError, RequestContext, Turn
 from engine.text import parse_json_object
 
-__all__ = ("collect_votes", "parse_json_object")
+__all__ = ("RubricOptions", "collect_votes", "parse_json_object", "transcript")
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class RubricOptions(BaseModel):
+    """Options every per-turn LLM rubric judge takes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    retries: int = Field(default=2, ge=0)
+    """Extra attempts per vote when the judge's output is not valid JSON of the expected shape."""
+    history_turns: int = Field(default=4, ge=0)
+    """Earlier visible turns shown to the judge for context."""
+
+
+def transcript(turns: Iterable[Turn]) -> str:
+    """Turns as the judges read them: one `STUDENT:` or `TUTOR:` line each."""
+    return "\n".join(f"{'STUDENT' if t.role == 'student' else 'TUTOR'}: {t.text}" for t in turns)
 
 
 async def collect_votes(

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine import JUDGES, EpisodeContext, Judgment
 
-from .llm import collect_votes
+from .llm import collect_votes, transcript
 from .votes import majority, median_score
 
 __all__ = ("MultiTurnQuality", "PedagogyJudge", "SingleTurnQuality")
@@ -92,14 +92,14 @@ class PedagogyJudge:
                 self._judgment("clarity", median_score([v.clarity for v in single]), [v.clarity for v in single])
             )
             return found
-        transcript = "\n".join(f"{'STUDENT' if t.role == 'student' else 'TUTOR'}: {t.text}" for t in visible)
+        dialogue = transcript(visible)
         multi = await collect_votes(
             ctx,
             task="pedagogy_multi",
             target="conversation",
             messages=[
                 {"role": "system", "content": MULTI_PROMPT},
-                {"role": "user", "content": f"Problem: {item.question}\n\nConversation:\n{transcript}"},
+                {"role": "user", "content": f"Problem: {item.question}\n\nConversation:\n{dialogue}"},
             ],
             schema=MultiTurnQuality,
             data={"tutor_turns": [t.text for t in tutor_turns]},

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from engine import JUDGES, EpisodeContext, Judgment
 
-from .llm import collect_votes
+from .llm import RubricOptions, collect_votes, transcript
 from .votes import majority
 
 __all__ = ("GATED_METRICS", "TURN_QUALITY_METRICS", "TurnQualityJudge", "TurnQualityVerdict", "combine_turn_votes")
@@ -126,14 +126,9 @@ class TurnQualityJudge:
     scope: Literal["turn"] = "turn"
     model_calls = 1
 
-    class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid", frozen=True)
-        retries: int = Field(default=2, ge=0)
-        """Extra attempts per vote when the judge's output is not valid JSON of the expected shape."""
-        history_turns: int = Field(default=4, ge=0)
-        """Earlier visible turns shown to the judge for context, besides the student turn being answered."""
+    Options = RubricOptions
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: RubricOptions) -> None:
         self.options = options
 
     async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]:
@@ -145,11 +140,11 @@ class TurnQualityJudge:
         context = [t for t in earlier if last_student is None or t.index < last_student.index]
         context = context[-self.options.history_turns :] if self.options.history_turns else []
         item = ctx.episode.item
-        transcript = "\n".join(f"{'STUDENT' if t.role == 'student' else 'TUTOR'}: {t.text}" for t in context)
+        history = transcript(context)
         reference = f"{item.answer} {item.unit or ''}".strip() or "(not given)"
         user = (
             f"Problem: {item.question}\nReference answer: {reference}\n\n"
-            f"Earlier conversation:\n{transcript or '(none)'}\n\n"
+            f"Earlier conversation:\n{history or '(none)'}\n\n"
             f"STUDENT MESSAGE THE TUTOR IS ANSWERING:\n{student or '(none)'}\n\n"
             f"TUTOR REPLY TO LABEL:\n{reply}"
         )
