@@ -24,7 +24,7 @@ from .budget import Budget, price_of
 from .cache import cache_group
 from .errors import ScenarioError
 from .loading import load_scenario
-from .logging import configure_logging
+from .logging import configure_console_logging
 from .plan import load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
 from .providers import PROVIDERS
@@ -140,11 +140,8 @@ def run(
     console = Console(stderr=True)
     runner = Runner(spec, out=out, resume=resume, cache=cache_path or cache, budget=budget)
     secrets = [os.environ[variable] for variable in key_variables(spec) if os.environ.get(variable)]
-    events = configure_logging(runner.run_dir.events_path, console=console, secrets=secrets)
-    try:
-        result = _run_with_progress(runner, console)
-    finally:
-        events.close()
+    configure_console_logging(console=console, secrets=secrets)
+    result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
     out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
     if result.summary.get("run", {}).get("simulated"):

@@ -16,6 +16,7 @@ import structlog
 
 from .cache import ResponseCache, cache_key
 from .errors import ProviderError, ProviderTimeout, QuotaExhausted
+from .logging import RunEvents
 from .providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
 from .retry import backoff_delay, classify
 from .spec import ModelSpec
@@ -72,9 +73,11 @@ class ModelClient:
         throttle: Throttle,
         stats: CallStats,
         cache: ResponseCache | None = None,
+        events: RunEvents | None = None,
     ) -> None:
         self.role, self.spec, self._model, self._throttle, self._stats = role, spec, model, throttle, stats
         self._cache = cache
+        self._events: RunEvents | Any = events or log
 
     @property
     def model_id(self) -> str:
@@ -119,7 +122,7 @@ class ModelClient:
             except ProviderError as exc:
                 if isinstance(exc, QuotaExhausted) and self._throttle.exhausted is None:
                     self._throttle.exhausted = exc
-                    log.error("provider.quota_exhausted", model=self.model_id, error=str(exc))
+                    self._events.error("provider.quota_exhausted", model=self.model_id, error=str(exc))
                 decision = classify(exc)
                 if not decision.retry or attempt >= self.spec.max_retries:
                     self._stats.failures += 1
@@ -130,7 +133,7 @@ class ModelClient:
                 attempt += 1
                 self._stats.retries += 1
                 self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
-                log.warning(
+                self._events.warning(
                     "provider.retry",
                     model=self.model_id,
                     role=self.role,

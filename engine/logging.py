@@ -1,6 +1,8 @@
-"""Logging set-up for the command line only: JSON events to the run's events.jsonl, warnings on the console.
+"""Events: every run writes its own events.jsonl; the host's structlog configuration sees the same events.
 
-Libraries embedding simrun keep their own structlog configuration; nothing here runs on import.
+A run directory must be complete whoever starts the run, so the runner owns a private JSON-lines logger for
+its events.jsonl and configures nothing global. Each event is also sent to structlog's global logger, which
+an embedding tool configures as it likes; the command line configures it to echo warnings on the console.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
 
-__all__ = ("configure_logging", "redact")
+__all__ = ("RunEvents", "configure_console_logging", "redact")
 
 _REDACTED = "[redacted]"
 
@@ -54,27 +56,57 @@ def _console_echo(console: Console, level: int) -> structlog.typing.Processor:
     return processor
 
 
-def configure_logging(
-    events: Path, *, console: Console, secrets: Sequence[str] = (), console_level: int = logging.WARNING
-) -> BinaryIO:
-    """Route structlog events to `events` as JSON lines and echo warnings and errors to `console`.
+def _drop(_: WrappedLogger, __: str, ___: EventDict) -> EventDict:
+    raise structlog.DropEvent
 
-    Returns the open events file; the caller closes it when the run ends.
-    """
-    handle = events.open("ab")
-    processors: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        redact(secrets),
-        _console_echo(console, console_level),
-        structlog.processors.dict_tracebacks,
-        structlog.processors.JSONRenderer(serializer=orjson.dumps),
-    ]
+
+def configure_console_logging(
+    *, console: Console, secrets: Sequence[str] = (), console_level: int = logging.WARNING
+) -> None:
+    """For the command line only: echo warnings and errors on `console` (events.jsonl is the run's own)."""
     structlog.configure(
-        processors=processors,
-        logger_factory=structlog.BytesLoggerFactory(file=handle),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            redact(secrets),
+            _console_echo(console, console_level),
+            _drop,
+        ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         cache_logger_on_first_use=False,
     )
-    return handle
+
+
+class RunEvents:
+    """A run's event log: JSON lines in its events.jsonl, and the same event to the host's structlog."""
+
+    def __init__(self, path: Path, *, secrets: Sequence[str] = ()) -> None:
+        self._file: BinaryIO = path.open("ab")
+        self._own = structlog.wrap_logger(
+            structlog.BytesLogger(self._file),
+            processors=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                redact(secrets),
+                structlog.processors.dict_tracebacks,
+                structlog.processors.JSONRenderer(serializer=orjson.dumps),
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        )
+        self._host = structlog.get_logger("simrun")
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._own.info(event, **fields)
+        self._host.info(event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._own.warning(event, **fields)
+        self._host.warning(event, **fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._own.error(event, **fields)
+        self._host.error(event, **fields)
+
+    def close(self) -> None:
+        self._file.close()

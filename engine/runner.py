@@ -23,6 +23,7 @@ from .budget import Budget
 from .cache import ResponseCache, resolve_cache_path
 from .client import CallStats, ModelClient
 from .errors import ProviderError, ScenarioError
+from .logging import RunEvents
 from .plan import Episode, load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
 from .providers import PROVIDERS, ChatModel
@@ -126,6 +127,7 @@ class Runner:
         """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
         self.errors = earlier["error"]
         self._secrets = [os.environ[v] for v in key_variables(scenario) if len(os.environ.get(v, "")) >= 6]
+        self._events: RunEvents | Any = log  # the run's own event log while `run` is going on
         self._custom_tutor = tutor
         self.on_episode, self._on_turn = on_episode, on_turn
         self._grace_s = grace_s
@@ -141,8 +143,18 @@ class Runner:
 
     async def run(self, *, handle_signals: bool = False) -> RunResult:
         """Play every pending episode; with `handle_signals`, Ctrl-C stops admission and flushes (CLI only)."""
+        events = self._events = RunEvents(self.run_dir.events_path, secrets=self._secrets)
+        try:
+            return await self._run(handle_signals)
+        finally:
+            self._events = log
+            events.close()
+
+    async def _run(self, handle_signals: bool) -> RunResult:
         self._write_manifest("running")
-        log.info("run.started", scenario=self.scenario.name, planned=len(self.episodes), pending=len(self.pending))
+        self._events.info(
+            "run.started", scenario=self.scenario.name, planned=len(self.episodes), pending=len(self.pending)
+        )
         self._admission, self._episodes_scope = anyio.CancelScope(), anyio.CancelScope()
         completed = False
         try:
@@ -162,7 +174,8 @@ class Runner:
         status: Status = "interrupted" if self._interrupted else "finished"
         self._write_manifest(status)
         summary = await anyio.to_thread.run_sync(write_report, self.run_dir)
-        log.info("run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=str(self.run_dir.path))
+        path = str(self.run_dir.path)
+        self._events.info("run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=path)
         return RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
 
     def interrupt(self) -> None:
@@ -171,7 +184,7 @@ class Runner:
             self._interrupted = True
             if self._admission is not None:
                 self._admission.cancel()
-            log.warning("run.interrupted", in_flight="finishing", grace_s=self._grace_s)
+            self._events.warning("run.interrupted", in_flight="finishing", grace_s=self._grace_s)
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -209,7 +222,7 @@ class Runner:
                     tpm=_strictest(s.tpm for s in same),
                     max_in_flight=_strictest(s.max_concurrency for s in same),
                 )
-            return ModelClient(role, spec, models[key], throttles[key], self.stats, cache=cache)
+            return ModelClient(role, spec, models[key], throttles[key], self.stats, cache=cache, events=self._events)
 
         built = [(role, client(role, spec)) for role, spec in roles]
         return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
@@ -229,7 +242,7 @@ class Runner:
                         reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
                         if reason is not None:
                             limiter.release_on_behalf_of(episode.id)
-                            log.warning("budget.exhausted", reason=reason)
+                            self._events.warning("budget.exhausted", reason=reason)
                             self._interrupted = True  # stops like Ctrl-C: resumable with a higher limit
                             break
                         group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
@@ -290,9 +303,9 @@ class Runner:
                 exc = _unwrap(caught)
                 kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
                 error = ErrorInfo(type=kind, message=self._redact(str(exc)))
-                log.warning("episode.failed", error_type=kind, error=str(exc))
+                self._events.warning("episode.failed", error_type=kind, error=str(exc))
         usage = sum((turn.usage for turn in ctx.turns), Usage())
-        log.info(
+        self._events.info(
             "episode.finished",
             episode_id=episode.id,
             status="error" if error else "ok",

@@ -35,6 +35,9 @@ async def test_run_writes_the_run_directory(tmp_path: Path) -> None:
     assert manifest["models"]["tutor"] == "sim/tutor" and manifest["providers"] == ["sim"]
     assert manifest["calls"]["requests"] > 0 and manifest["scenario_hash"] == make_scenario(tmp_path).content_hash()
     assert (result.run_dir / "report.md").read_text().startswith("# simrun report: small")
+    events = [orjson.loads(line)["event"] for line in (result.run_dir / "events.jsonl").read_bytes().splitlines()]
+    assert events[0] == "run.started" and events[-1] == "run.finished", "library runs keep their own event log"
+    assert events.count("episode.finished") == 12
     assert all(r.usage.total == sum(t.usage.total for t in r.turns) for r in records)
 
 
