@@ -29,7 +29,10 @@ async def test_run_writes_the_run_directory(tmp_path: Path) -> None:
     result = await engine.run(make_scenario(tmp_path), out=tmp_path / "runs")
     assert result.status == "finished" and result.exit_code == 0 and result.ok == result.planned == 12
     records = _records(result.run_dir)
-    assert sorted(r.id for r in records) == sorted(e.id for e in Runner(make_scenario(tmp_path)).episodes)
+    scenario = make_scenario(tmp_path)
+    assert sorted(r.id for r in records) == sorted(
+        e.id for e in engine.plan_episodes(scenario, engine.load_items(scenario))
+    )
     manifest = orjson.loads((result.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished" and manifest["counts"]["ok"] == 12
     assert manifest["models"]["tutor"] == "sim/tutor" and manifest["providers"] == ["sim"]
