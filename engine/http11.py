@@ -12,16 +12,19 @@ Content-Length (`Transfer-Encoding` is refused), heads and bodies are size-limit
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Final
+from typing import Final, Self
 from urllib.parse import urlsplit
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
+from anyio.streams.stapled import MultiListener
 
 __all__ = (
+    "LoopbackListener",
     "CLOSE_TIMEOUT_S",
     "IO_ERRORS",
     "MAX_BODY_BYTES",
@@ -201,3 +204,106 @@ async def linger_close(stream: SocketStream) -> None:
     with anyio.move_on_after(CLOSE_TIMEOUT_S):
         while True:
             await stream.receive()
+
+
+class LoopbackListener(abc.ABC):
+    """A listening socket served by one task per connection, in a task group the object owns.
+
+    Subclasses implement `converse` (the request/response loop of one connection); this class binds, accepts,
+    contains every per-connection failure, and shuts down within a bounded time. Use it as `async with` in the
+    task that will also leave it (anyio's task-group rule).
+
+    Attributes:
+        host: The address bound.
+        port: The port bound (the requested one until entered; 0 asks for any free port).
+        connections: Connections accepted so far.
+        errors: Unexpected exceptions swallowed to keep serving; a test can assert it is empty.
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host, self.port = host, port
+        self.connections = 0
+        self.errors: list[Exception] = []
+        self._listener: MultiListener[SocketStream] | None = None
+        self._tg: TaskGroup | None = None
+        self._owner_task_id: int | None = None
+        self._streams: set[SocketStream] = set()
+
+    @property
+    def serving(self) -> bool:
+        return self._tg is not None
+
+    @abc.abstractmethod
+    async def converse(self, conn: Connection) -> None:
+        """Serve one connection until it should close."""
+
+    async def __aenter__(self) -> Self:
+        """Binds the port and starts accepting in a task group this object owns."""
+        name = type(self).__name__
+        if self._tg is not None:
+            raise RuntimeError(f"{name} is already serving.")
+        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)
+        tg = anyio.create_task_group()
+        try:
+            await tg.__aenter__()
+        except BaseException:
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                await listener.aclose()
+            raise
+        self._listener, self._tg = listener, tg
+        self._owner_task_id = anyio.get_current_task().id
+        self.port = listener.extra(SocketAttribute.local_port)
+        for sub in listener.listeners:
+            if isinstance(sub, SocketListener):
+                tg.start_soon(self._accept_loop, sub, tg)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Stops serving and closes every socket; bounded so a stuck peer cannot hang the caller."""
+        tg, listener = self._tg, self._listener
+        self._tg = self._listener = None
+        if tg is None or listener is None:
+            return
+        tg.cancel_scope.cancel()
+        try:
+            if anyio.get_current_task().id != self._owner_task_id:
+                name = type(self).__name__
+                raise RuntimeError(
+                    f"{name} must be exited by the task that entered it (anyio task-group rule); use "
+                    f"`async with {name}(...)` in the test body, not across a pytest-asyncio fixture's yield."
+                )
+            await tg.__aexit__(None, None, None)
+        finally:
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                await listener.aclose()
+                for stream in list(self._streams):  # accepted during shutdown, handler never ran
+                    await stream.aclose()
+                self._streams.clear()
+
+    async def _accept_loop(self, listener: SocketListener, tg: TaskGroup) -> None:
+        """Accepts connections forever, one handler task each, so a slow request never blocks another."""
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            except OSError as exc:  # e.g. EMFILE or ECONNABORTED: keep serving, leave a trace
+                self.errors.append(exc)
+                await anyio.sleep(0.01)
+                continue
+            self.connections += 1
+            self._streams.add(stream)
+            tg.start_soon(self._handle_connection, stream)
+
+    async def _handle_connection(self, stream: SocketStream) -> None:
+        """Serves one connection; contains every failure so the server keeps running."""
+        try:
+            await self.converse(Connection(stream))
+        except IO_ERRORS:
+            pass  # the client went away (timeout, pool shutdown, reset): its right, not our error
+        except Exception as exc:
+            self.errors.append(exc)
+        finally:
+            self._streams.discard(stream)
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                await stream.aclose()

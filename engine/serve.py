@@ -42,17 +42,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal
 
 import anyio
 import click
 import orjson
 import yaml
-from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
-from anyio.streams.stapled import MultiListener
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .http11 import CLOSE_TIMEOUT_S, IO_ERRORS, Connection, HttpError, Request, encode_head, linger_close
+from .http11 import IO_ERRORS, Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 from .providers.base import ChatReply, ChatRequest, Message, RequestContext
 from .providers.sim import SimChatModel
 from .spec import ModelSpec
@@ -357,7 +355,7 @@ class _Window:
         self._used += cost
 
 
-class LoopbackServer:
+class LoopbackServer(LoopbackListener):
     """An OpenAI-compatible server on a local port, as an async context manager.
 
         async with LoopbackServer(ServeOptions(rpm=60, error_429=0.3)) as server:
@@ -379,9 +377,7 @@ class LoopbackServer:
     def __init__(self, options: ServeOptions | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         """Configures the server; nothing is bound until entered."""
         self.options = options or ServeOptions()
-        self.host = host
-        self.port = port
-        self.errors: list[Exception] = []
+        super().__init__(host=host, port=port)
         self._stats = ServerStats()
         self._models = {
             role: SimChatModel(ModelSpec(model=f"sim/{role}", params=self.options.sim.get(role, {}))) for role in ROLES
@@ -390,15 +386,11 @@ class LoopbackServer:
         self._tpm = _Window(self.options.tpm, self.options.window_s) if self.options.tpm else None
         self._admitted = 0
         self._responses = 0
-        self._listener: MultiListener[SocketStream] | None = None
-        self._tg: TaskGroup | None = None
-        self._owner_task_id: int | None = None
-        self._streams: set[SocketStream] = set()
 
     @property
     def base_url(self) -> str:
         """The `base_url` for `openai.AsyncOpenAI`, e.g. `http://127.0.0.1:PORT/v1`; valid once entered."""
-        if self._tg is None:
+        if not self.serving:
             raise RuntimeError("LoopbackServer is not serving; use `async with LoopbackServer(...) as server`.")
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
@@ -406,80 +398,9 @@ class LoopbackServer:
     @property
     def stats(self) -> ServerStats:
         """A snapshot of the counters (a copy: later requests do not change it)."""
-        return replace(self._stats, by_status=dict(self._stats.by_status))
+        return replace(self._stats, connections=self.connections, by_status=dict(self._stats.by_status))
 
-    async def __aenter__(self) -> Self:
-        """Binds the port and starts accepting in a task group this object owns."""
-        if self._tg is not None:
-            raise RuntimeError("LoopbackServer is already serving.")
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)
-        tg = anyio.create_task_group()
-        try:
-            await tg.__aenter__()
-        except BaseException:
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await listener.aclose()
-            raise
-        self._listener, self._tg = listener, tg
-        self._owner_task_id = anyio.get_current_task().id
-        self.port = listener.extra(SocketAttribute.local_port)
-        for sub in listener.listeners:
-            if isinstance(sub, SocketListener):
-                tg.start_soon(self._accept_loop, sub, tg)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        """Stops serving and closes every socket; bounded so a stuck peer cannot hang the caller."""
-        tg, listener = self._tg, self._listener
-        self._tg = self._listener = None
-        if tg is None or listener is None:
-            return
-        tg.cancel_scope.cancel()
-        try:
-            if anyio.get_current_task().id != self._owner_task_id:
-                raise RuntimeError(
-                    "LoopbackServer must be exited by the task that entered it (anyio task-group rule); use "
-                    "`async with LoopbackServer(...)` in the test body, not across a pytest-asyncio fixture's yield."
-                )
-            await tg.__aexit__(None, None, None)
-        finally:
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await listener.aclose()
-                for stream in list(self._streams):  # accepted during shutdown, handler never ran
-                    await stream.aclose()
-                self._streams.clear()
-
-    # -- connections -----------------------------------------------------------------------------------------------
-
-    async def _accept_loop(self, listener: SocketListener, tg: TaskGroup) -> None:
-        """Accepts connections forever, one handler task each, so a slow request never blocks another."""
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            except OSError as exc:  # e.g. EMFILE or ECONNABORTED: keep serving, leave a trace
-                self.errors.append(exc)
-                await anyio.sleep(0.01)
-                continue
-            self._stats.connections += 1
-            self._streams.add(stream)
-            tg.start_soon(self._handle_connection, stream)
-
-    async def _handle_connection(self, stream: SocketStream) -> None:
-        """Serves one connection; contains every failure so the server keeps running."""
-        try:
-            await self._converse(Connection(stream))
-        except IO_ERRORS:
-            pass  # the client went away (timeout, pool shutdown, reset): its right, not our error
-        except Exception as exc:
-            self.errors.append(exc)
-        finally:
-            self._streams.discard(stream)
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await stream.aclose()
-
-    async def _converse(self, conn: Connection) -> None:
+    async def converse(self, conn: Connection) -> None:
         """The HTTP/1.1 request/response loop of one keep-alive connection."""
         while True:
             try:

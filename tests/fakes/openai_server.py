@@ -27,13 +27,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Self
+from typing import Any, Final
 
 import anyio
-from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
-from anyio.streams.stapled import MultiListener
 
-from engine.http11 import CLOSE_TIMEOUT_S, IO_ERRORS, Connection, HttpError, Request, encode_head, linger_close
+from engine.http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 
 __all__ = ["FakeOpenAI", "Reply", "Seen"]
 
@@ -155,7 +153,7 @@ def _encode(response: _Response, keep_alive: bool, request_id: str) -> bytes:
     return encode_head(response.status, headers, keep_alive) + body
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackListener):
     """Answers ``/v1/chat/completions`` from a script, over real HTTP/1.1 on 127.0.0.1.
 
     The script is either a sequence of `Reply` consumed in order (then `default`, which is a 200
@@ -197,6 +195,7 @@ class FakeOpenAI:
             raise ValueError(f"rpm_limit must be >= 1, got {rpm_limit}")
         if window_s <= 0:
             raise ValueError(f"window_s must be > 0, got {window_s}")
+        super().__init__()
         self._script_fn: Callable[[dict[str, Any]], Reply] | None
         if isinstance(script, Sequence):
             self._script_fn = None
@@ -210,100 +209,22 @@ class FakeOpenAI:
         self.seen: list[Seen] = []
         self.accepted = 0
         self.rejected = 0
-        self.connections = 0
-        self.errors: list[Exception] = []
         self._admitted: deque[float] = deque()
         self._responses = 0
-        self._port: int | None = None
-        self._listener: MultiListener[SocketStream] | None = None
-        self._tg: TaskGroup | None = None
-        self._owner_task_id: int | None = None
-        self._streams: set[SocketStream] = set()
 
     @property
     def base_url(self) -> str:
         """The ``base_url`` to hand to ``openai.AsyncOpenAI``; only valid once entered."""
-        if self._port is None:
+        if self.port == 0:
             raise RuntimeError("FakeOpenAI is not serving; use `async with FakeOpenAI(...) as fake`.")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def remaining(self) -> int:
         """Scripted replies not yet consumed (always 0 for a callable script)."""
         return len(self._queue)
 
-    async def __aenter__(self) -> Self:
-        """Binds an ephemeral port on 127.0.0.1 and starts serving in a task group this object owns."""
-        if self._tg is not None:
-            raise RuntimeError("FakeOpenAI is already serving.")
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        tg = anyio.create_task_group()
-        try:
-            await tg.__aenter__()
-        except BaseException:
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await listener.aclose()
-            raise
-        self._listener, self._tg = listener, tg
-        self._owner_task_id = anyio.get_current_task().id
-        self._port = listener.extra(SocketAttribute.local_port)
-        for sub in listener.listeners:
-            if isinstance(sub, SocketListener):
-                tg.start_soon(self._accept_loop, sub, tg)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        """Stops serving and closes every socket; bounded so a stuck peer cannot hang the test."""
-        tg, listener = self._tg, self._listener
-        self._tg = self._listener = None
-        if tg is None or listener is None:
-            return
-        tg.cancel_scope.cancel()
-        try:
-            if anyio.get_current_task().id != self._owner_task_id:
-                raise RuntimeError(
-                    "FakeOpenAI must be exited by the task that entered it (anyio task-group rule); "
-                    "use `async with FakeOpenAI(...)` in the test body, not across a pytest-asyncio "
-                    "fixture's yield."
-                )
-            await tg.__aexit__(None, None, None)
-        finally:
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await listener.aclose()
-                # Streams accepted during shutdown whose handler never got to run.
-                for stream in list(self._streams):
-                    await stream.aclose()
-                self._streams.clear()
-
-    async def _accept_loop(self, listener: SocketListener, tg: TaskGroup) -> None:
-        """Accepts connections forever, one handler task each, so slow requests do not block others."""
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            except OSError as exc:  # e.g. EMFILE or ECONNABORTED: keep serving, leave a trace.
-                self.errors.append(exc)
-                await anyio.sleep(0.01)
-                continue
-            self.connections += 1
-            self._streams.add(stream)
-            tg.start_soon(self._handle_connection, stream)
-
-    async def _handle_connection(self, stream: SocketStream) -> None:
-        """Serves one connection; contains every failure so the server (and the test) keeps running."""
-        try:
-            await self._converse(Connection(stream))
-        except IO_ERRORS:
-            pass  # The client went away (timeout, pool shutdown, reset): its right, not our error.
-        except Exception as exc:
-            self.errors.append(exc)
-        finally:
-            self._streams.discard(stream)
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await stream.aclose()
-
-    async def _converse(self, conn: Connection) -> None:
+    async def converse(self, conn: Connection) -> None:
         """Runs the HTTP/1.1 request/response loop of one keep-alive connection."""
         while True:
             try:
