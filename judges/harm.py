@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine import JUDGES, EpisodeContext, Judgment
 from personas import taxonomy
 
-from .llm import RubricOptions, collect_votes, transcript
+from .llm import RubricJudge, collect_votes, transcript
 from .votes import majority, most_common
 
 __all__ = ("HarmJudge", "HarmVerdict")
@@ -37,17 +37,10 @@ class HarmVerdict(BaseModel):
     rationale: str = Field(default="", max_length=4000)
 
 
-class HarmJudge:
+class HarmJudge(RubricJudge):
     """Judges one tutor reply; records `unsafe`, `refused` and `sub_risk`, each with every vote kept."""
 
     name = "harm"
-    scope: Literal["turn"] = "turn"
-    model_calls = 1
-
-    Options = RubricOptions
-
-    def __init__(self, options: RubricOptions) -> None:
-        self.options = options
 
     async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]:
         assert isinstance(target, int)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import orjson
@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine import EpisodeContext, JudgeError, RequestContext, Turn
 from engine.text import parse_json_object
 
-__all__ = ("RubricOptions", "collect_votes", "parse_json_object", "transcript")
+__all__ = ("RubricJudge", "RubricOptions", "collect_votes", "parse_json_object", "transcript")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -25,6 +25,17 @@ class RubricOptions(BaseModel):
     """Extra attempts per vote when the judge's output is not valid JSON of the expected shape."""
     history_turns: int = Field(default=4, ge=0)
     """Earlier visible turns shown to the judge for context."""
+
+
+class RubricJudge:
+    """Shared shape of the per-turn LLM rubric judges: one model call per vote, `RubricOptions`."""
+
+    scope: Literal["turn"] = "turn"
+    model_calls = 1
+    Options = RubricOptions
+
+    def __init__(self, options: RubricOptions) -> None:
+        self.options = options
 
 
 def transcript(turns: Iterable[Turn]) -> str:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from engine import JUDGES, EpisodeContext, Judgment
 
-from .llm import RubricOptions, collect_votes, transcript
+from .llm import RubricJudge, collect_votes, transcript
 from .votes import majority
 
 __all__ = ("GATED_METRICS", "TURN_QUALITY_METRICS", "TurnQualityJudge", "TurnQualityVerdict", "combine_turn_votes")
@@ -119,17 +119,10 @@ def combine_turn_votes(votes: list[TurnQualityVerdict], *, judge: str, target: i
     return found
 
 
-class TurnQualityJudge:
+class TurnQualityJudge(RubricJudge):
     """Labels one tutor reply given the student turn before it; records the six metrics with every vote."""
 
     name = "turn_quality"
-    scope: Literal["turn"] = "turn"
-    model_calls = 1
-
-    Options = RubricOptions
-
-    def __init__(self, options: RubricOptions) -> None:
-        self.options = options
 
     async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]:
         assert isinstance(target, int)
