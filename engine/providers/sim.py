@@ -63,6 +63,7 @@ from ..records import Usage
 from ..spec import ModelSpec
 from ..text import mentions_answer, numbers_in, word_count
 from .base import ChatModel, ChatReply, ChatRequest, Message
+from .sim_tasks import SIM_TASKS
 
 __all__ = ("SimChatModel", "SimJudgeParams", "SimStudentParams", "SimTutorParams")
 
@@ -302,7 +303,10 @@ class SimChatModel(ChatModel):
         knobs = self.knobs(request)
         if knobs.latency_s:
             await anyio.sleep(knobs.latency_s)
-        if self.spec.name == "tutor":
+        handler = SIM_TASKS.get((self.spec.name, request.context.task or ""))
+        if handler is not None:
+            text = handler(request, _rng(request, f"{self.spec.name}:{request.context.task}"), knobs)
+        elif self.spec.name == "tutor":
             text = self._tutor(request, knobs)
         elif self.spec.name == "student":
             text = self._student(request, knobs)
