@@ -2,8 +2,10 @@
 
 from engine.templates import check_template, render
 
+from .cases import CaseDesign, CasesProtocol, CaseStudent, CaseTutor
 from .crescendo import CrescendoProtocol
 from .persona import DEFAULT_OPENING, PersonaStudent, builtin_profile, student_messages
+from .remath import MistakeStudent, RemathDesign, RemediationProtocol, RemediationTutor
 from .students import AttackerTurn, Backtracking, CrescendoStudent, ScriptedStudent, turn_budget
 from .tutor import DEFAULT_TUTOR_PROMPT, ModelTutor, system_prompt_for, tutor_messages
 from .tutoring import DEFAULT_MAX_TURNS, FairnessProtocol, StopReason, TutorLedSettings
@@ -14,11 +16,19 @@ __all__ = (
     "DEFAULT_TUTOR_PROMPT",
     "AttackerTurn",
     "Backtracking",
+    "CaseDesign",
+    "CaseStudent",
+    "CaseTutor",
+    "CasesProtocol",
     "CrescendoProtocol",
     "CrescendoStudent",
     "FairnessProtocol",
+    "MistakeStudent",
     "ModelTutor",
     "PersonaStudent",
+    "RemathDesign",
+    "RemediationProtocol",
+    "RemediationTutor",
     "ScriptedStudent",
     "StopReason",
     "TutorLedSettings",

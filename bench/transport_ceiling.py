@@ -26,15 +26,13 @@ Reading the figures:
 * A client that used clearly less than one core was not the bottleneck: the server (one Python process sharing
   the machine) or the loopback was, and that rate is a lower bound of the client's ceiling. The script says so.
 
-Run: `pip install -e '.[bench]'` (adds aiohttp), then
-`python bench/transport_ceiling.py [--requests N] [--concurrency C] [--warmup W]`.
+Run: `python -m bench.transport_ceiling [--requests N] [--concurrency C] [--warmup W]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import importlib.util
 import math
 import os
 import platform
@@ -52,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import aiohttp
 import anyio
 import httpx2
 import openai
@@ -197,9 +196,6 @@ async def _bare_httpx2(base_url: str, concurrency: int) -> AsyncIterator[Call]:
 
 @asynccontextmanager
 async def _bare_aiohttp(base_url: str, concurrency: int) -> AsyncIterator[Call]:
-    # Imported here: aiohttp is the optional `bench` extra, and mypy must pass without it too.
-    import aiohttp  # type: ignore[import-not-found, unused-ignore]
-
     url = f"{base_url}/chat/completions"
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
@@ -410,10 +406,6 @@ def main() -> None:
         parser.error("--requests and --concurrency must be at least 1, --warmup at least 0")
 
     names = list(TRANSPORTS)
-    if importlib.util.find_spec("aiohttp") is None:
-        names.remove("aiohttp")
-        print("aiohttp is not installed, so only the openai SDK and httpx2 are measured; for all three run:")
-        print("    pip install -e '.[bench]'")
     print(
         f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
         f"openai {_version('openai')}, httpx2 {_version('httpx2')}, aiohttp {_version('aiohttp')}, "

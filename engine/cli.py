@@ -22,17 +22,25 @@ from rich.text import Text
 
 from .budget import Budget, price_of
 from .cache import cache_group
+from .calibrate import calibrate_command
+from .compare import compare_command
+from .embed import embed_command
 from .errors import ScenarioError
 from .loading import load_scenario
+from .loadtest import rebuild_summary
+from .loadtest.cli import loadtest_command
+from .loadtest.report import render_console as render_load
 from .logging import configure_console_logging
 from .plan import load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
 from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
+from .rundir import RunDir
 from .runner import Runner, RunResult, preflight
 from .serve import serve_command
 from .spec import Scenario, key_variables
+from .view import view_command
 
 __all__ = ("main",)
 
@@ -257,10 +265,15 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 def report(run_dir: Path) -> int:
-    """Rebuild summary.json and report.md of RUN_DIR from its records, and print the table."""
+    """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
+    run = RunDir(run_dir)
+    if run.read_manifest().get("kind") == "load":
+        Console().print(render_load(rebuild_summary(run)))
+        Console().print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.md'}")
+        return 0
     summary = write_report(run_dir)
     Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
-    Console().print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.md'}")
+    Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     return 0
 
 
@@ -280,7 +293,12 @@ def list_plugins() -> int:
 
 
 cli.add_command(serve_command, name="serve")
+cli.add_command(loadtest_command)
 cli.add_command(cache_group)
+cli.add_command(calibrate_command)
+cli.add_command(view_command)
+cli.add_command(compare_command)
+cli.add_command(embed_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

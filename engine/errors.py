@@ -63,13 +63,16 @@ class ProviderError(SimError):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        malformed: bool = False,
     ) -> None:
-        self.model, self.status, self.retry_after = model, status, retry_after
+        self.model, self.status, self.retry_after, self.malformed = model, status, retry_after, malformed
         super().__init__(f"{model}: {message}")
 
     @property
     def kind(self) -> str:
         """A short stable label for counting errors by type."""
+        if self.malformed:
+            return "malformed"
         if self.status is not None:
             return f"http_{self.status}"
         return "connection"

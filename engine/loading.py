@@ -50,6 +50,8 @@ def load_scenario(
         raise ScenarioError(f"{path}{where}: invalid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario must be a YAML mapping, got {type(data).__name__}")
+    if data.get("kind") == "load":
+        raise ScenarioError(f"{path} is a load test: run it with `simrun loadtest {path}`")
     data = apply_overrides(data, overrides=overrides, models=models)
     return build_scenario(
         data, base_dir=path.resolve().parent, source=str(path), tree=tree, check_credentials=check_credentials

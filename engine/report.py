@@ -1,4 +1,4 @@
-"""Rebuild `summary.json` and `report.md` from a run directory's records alone."""
+"""Rebuild `summary.json`, `report.md` and `report.html` from a run directory's records alone."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from .plugins import SUMMARIZERS
+from .report_html import render_report
 from .rundir import REPORT, SUMMARY, RunDir
 
-__all__ = ("write_report",)
+__all__ = ("REPORT_HTML", "write_report")
+
+REPORT_HTML = "report.html"
 
 
 def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
@@ -38,6 +41,7 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     }
     run.write_json(SUMMARY, summary)
     run.write_text(REPORT, _header(summary["run"]) + summarizer.render_markdown(summary))
+    run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer))
     return summary
 
 

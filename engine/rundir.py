@@ -46,12 +46,12 @@ class RunDir:
         return self.path / EVENTS
 
     @classmethod
-    def create(cls, out: Path, scenario: Scenario) -> RunDir:
-        """A new, empty run folder `out/<scenario>-<UTC time>`; `out` is only ever a parent of run folders."""
+    def create(cls, out: Path, name: str) -> RunDir:
+        """A new, empty run folder `out/<name>-<UTC time>`; `out` is only ever a parent of run folders."""
         if (out / MANIFEST).exists():
             raise ScenarioError(f"{out} is itself a run directory: pass --resume {out}, or another --out")
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
-        path = out / f"{scenario.name}-{stamp}"
+        path = out / f"{name}-{stamp}"
         try:
             path.mkdir(parents=True, exist_ok=False)
         except OSError as exc:

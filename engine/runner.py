@@ -115,7 +115,10 @@ class Runner:
         self.budget = budget or Budget()
         self.budget.check_prices([spec.model for _, spec in scenario.models.by_role()], scenario.prices)
         self.cache_path = resolve_cache_path(cache, scenario)
-        self.run_dir = RunDir.for_resume(resume, scenario) if resume else RunDir.create(out or Path("runs"), scenario)
+        if resume:
+            self.run_dir = RunDir.for_resume(resume, scenario)
+        else:
+            self.run_dir = RunDir.create(out or Path("runs"), scenario.name)
         earlier = Counter(r.status for r in self.run_dir.iter_records()) if resume else Counter[str]()
         done = self.run_dir.finished_ids() if resume else set()
         self.pending = [episode for episode in self.episodes if episode.id not in done]

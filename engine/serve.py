@@ -14,6 +14,9 @@ Endpoints (bound to 127.0.0.1 unless told otherwise):
 * `POST /v1/chat/completions` — non-streaming, or SSE when `stream: true` (`data: {chunk}` events, a final
   usage chunk when `stream_options: {"include_usage": true}`, then `data: [DONE]`). Bodies are framed with
   Content-Length, streams included (a reply is known before it is paced out), so connections stay alive.
+* `POST /v1/embeddings` — vectors of the sim embedding (`sim/embed`, engine/providers/sim_embed.py) for any model
+  name: `input` a string or an array of strings, `dimensions` (default 512), `encoding_format` `float` or
+  `base64`. The injected error faults apply as for chat; the RPM/TPM limiter and latencies do not.
 * `GET /v1/models` (and `GET /v1/models/{id}`) — the three sim model names.
 * `GET /stats` — the counters of `ServerStats` as JSON; reading them is not counted.
 
@@ -29,15 +32,17 @@ user message. Usage is the sim's token counts. Other generation parameters are a
 Knobs (`ServeOptions`; every probability defaults to 0): fixed and jittered latency, time to first token and
 token rate for streams, RPM/TPM limits over a sliding window answered with 429 + `Retry-After`, injected 429 /
 500 / 503 errors, quota exhaustion (429 `insufficient_quota`), dropped connections mid-response, malformed JSON
-and slow-drip bodies. The faults of the n-th admitted chat request depend only on `seed` and n, so a sequential
-test sees the same fault sequence on every run.
+and slow-drip bodies. The faults of the n-th admitted request (chat or embeddings) depend only on `seed` and n, so
+a sequential test sees the same fault sequence on every run.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import random
 import re
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .http11 import IO_ERRORS, Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 from .providers.base import ChatReply, ChatRequest, Message, RequestContext
 from .providers.sim import SimChatModel
+from .providers.sim_embed import SimEmbedParams, embed_texts
 from .spec import ModelSpec
 
 __all__ = ("LoopbackServer", "ServeOptions", "ServerStats", "serve_command")
@@ -113,6 +119,10 @@ class ServeOptions(BaseModel):
     the eight pieces of a plain body after its headers (to trip client read timeouts)."""
     slow_drip_s: float = Field(default=1.0, ge=0)
     """The gap of a slow-drip response."""
+    stall_at_s: float | None = Field(default=None, ge=0)
+    """Seconds after the server was created when it stalls: chat requests arriving during the stall are held."""
+    stall_s: float = Field(default=0.0, ge=0)
+    """Length of the stall; held requests are answered (after their usual latency) once it ends."""
     retry_after_s: float = Field(default=1.0, ge=0)
     """`Retry-After` of injected 429s and 503s (the limiter's 429s say when a slot really frees)."""
     seed: int = 0
@@ -386,6 +396,7 @@ class LoopbackServer(LoopbackListener):
         self._tpm = _Window(self.options.tpm, self.options.window_s) if self.options.tpm else None
         self._admitted = 0
         self._responses = 0
+        self._started = time.monotonic()
 
     @property
     def base_url(self) -> str:
@@ -471,6 +482,10 @@ class LoopbackServer(LoopbackListener):
             if method != "POST":
                 return await self._refuse(conn, keep, 405, "Use POST for chat completions.")
             return await self._chat(conn, request)
+        if path == "/v1/embeddings":
+            if method != "POST":
+                return await self._refuse(conn, keep, 405, "Use POST for embeddings.")
+            return await self._embeddings(conn, request)
         if path == "/v1/models":
             if method != "GET":
                 return await self._refuse(conn, keep, 405, "Use GET to list models.")
@@ -494,6 +509,44 @@ class LoopbackServer(LoopbackListener):
         param: str | None = None,
     ) -> Outcome:
         await self._send_json(conn, status, _error_body(message, "invalid_request_error", code, param), keep)
+        return "keep"
+
+    async def _embeddings(self, conn: Connection, request: Request) -> Outcome:
+        keep = request.keep_alive
+        try:
+            body = orjson.loads(request.body)
+        except orjson.JSONDecodeError:
+            return await self._refuse(conn, keep, 400, "We could not parse the JSON body of your request.")
+        body = body if isinstance(body, dict) else {}
+        texts = [body["input"]] if isinstance(body.get("input"), str) else body.get("input")
+        if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
+            message = "'input' must be a string or a non-empty array of strings."
+            return await self._refuse(conn, keep, 400, message, param="input")
+        dimensions = body.get("dimensions") or SimEmbedParams().dimensions
+        if not isinstance(dimensions, int) or not 8 <= dimensions <= 8192:
+            return await self._refuse(
+                conn, keep, 400, "'dimensions' must be an integer in [8, 8192].", param="dimensions"
+            )
+        encoding = body.get("encoding_format") or "float"
+        if encoding not in ("float", "base64"):
+            return await self._refuse(
+                conn, keep, 400, "'encoding_format' must be float or base64.", param="encoding_format"
+            )
+        draws = self._draw()
+        if draws.fault in ("quota", "429", "500", "503"):
+            await self._send_fault(conn, draws.fault, keep)
+            return "keep"
+        data: list[dict[str, Any]] = []
+        for index, vector in enumerate(embed_texts(texts, dimensions)):
+            embedding: Any = vector  # base64: little-endian float32, as the real API sends it
+            if encoding == "base64":
+                embedding = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        tokens = sum(len(_WORDS.findall(text)) * 4 // 3 for text in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        await self._send_json(
+            conn, 200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage}, keep
+        )
         return "keep"
 
     # -- chat completions ------------------------------------------------------------------------------------------
@@ -540,7 +593,7 @@ class LoopbackServer(LoopbackListener):
             await self._send_json(conn, 429, body, keep, _retry_after(wait_s))
             return "keep"
         draws = self._draw()
-        delay = self.options.latency_s + draws.jitter * self.options.jitter_s
+        delay = self.options.latency_s + draws.jitter * self.options.jitter_s + self._stall_left()
         if delay > 0:
             await anyio.sleep(delay)
         if draws.fault in ("quota", "429", "500", "503"):
@@ -551,6 +604,13 @@ class LoopbackServer(LoopbackListener):
         if chat.stream:
             return await self._stream(conn, chat, reply, draws, keep)
         return await self._complete(conn, chat, reply, draws, keep)
+
+    def _stall_left(self) -> float:
+        """Time until a stall that has begun ends (0 outside the stall): a stuck server, to expose client queueing."""
+        if self.options.stall_at_s is None:
+            return 0.0
+        since = time.monotonic() - self._started - self.options.stall_at_s
+        return self.options.stall_s - since if 0 <= since < self.options.stall_s else 0.0
 
     def _admit(self, reply: ChatReply) -> tuple[float, str, str] | None:
         """Applies the RPM and TPM windows; returns (wait, message, type) of the 429 to send, or None."""
@@ -825,6 +885,8 @@ def _probability(name: str, help_text: str) -> Callable[[Callable[..., Any]], Ca
 @_probability("--malformed-rate", "Chance of a 200 with truncated JSON.")
 @_probability("--slow-drip-rate", "Chance of a slow-drip response.")
 @click.option("--slow-drip", "slow_drip_s", type=click.FloatRange(min=0), help="Gap of a slow drip in s (1).")
+@click.option("--stall-at", "stall_at_s", type=click.FloatRange(min=0), help="Stall this many s after start.")
+@click.option("--stall", "stall_s", type=click.FloatRange(min=0), help="Length of the stall in s (0).")
 @click.option("--retry-after", "retry_after_s", type=click.FloatRange(min=0), help="Retry-After of injected 429/503.")
 @click.option("--seed", type=int, help="Seed of the fault, jitter and drip draws (0).")
 @click.option("--sim", "sim", multiple=True, metavar="ROLE.KNOB=VALUE", help="A sim knob, e.g. judge.error_rate=0.1.")

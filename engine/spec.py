@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -64,6 +64,8 @@ class ModelSpec(_Spec):
     """Retries of timeouts, connection errors, 408/409/429/5xx (the SDK's own retries are always off)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Generation parameters (`temperature`, `max_tokens`, ...); for `sim/...` the simulator's knobs."""
+    transport: Literal["sdk", "lean"] = "sdk"
+    """How `openai/...` talks HTTP: the official SDK, or the lean aiohttp path (a fraction of its CPU per call)."""
 
     @model_validator(mode="before")
     @classmethod

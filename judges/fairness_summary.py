@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from markupsafe import Markup
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -21,6 +22,7 @@ from engine import SUMMARIZERS, EpisodeRecord, derive_seed
 from engine.paired import MEANINGFUL_R, friedman_then_pairwise, mismatch_contrasts, paired_contrast
 
 from .conversation_stats import CONVERSATION_STATS
+from .fairness_html import fairness_html
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
 
@@ -276,6 +278,18 @@ class FairnessSummarizer:
                 body.append(f"| {metric} | " + " | ".join(row) + " |")
             tables.append((domain, channel, head + "\n" + "\n".join(body)))
         return tables
+
+    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
+        """The report.html section: forest plots of r per metric × dimension, the 2×2 panel, the audit."""
+        data = summary["fairness"]
+        return fairness_html(data, chance_note=_chance_note(data), audit_labels=AUDIT_LABELS)
+
+    def episode_verdict(self, record: EpisodeRecord, /) -> str:
+        """Why the dialogue stopped: the tutor revealed the answer, the student solved it, or turns ran out."""
+        return str(record.metrics.get("stop_reason") or "unknown").replace("_", " ")
+
+    def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
+        return dialogue_scores(record)
 
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
         data = summary["fairness"]

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..errors import ScenarioError
 from ..items import Item
 from ..records import Usage
 from ..registry import Registry
@@ -70,6 +71,13 @@ class ChatModel(abc.ABC):
     @abc.abstractmethod
     async def complete(self, request: ChatRequest, /) -> ChatReply:
         """One chat completion. Raise `ProviderError` subclasses; never retry here."""
+
+    async def embed(self, texts: Sequence[str], /) -> list[list[float]]:
+        """One embedding vector per text, in order. Raise `ProviderError` subclasses; never retry here.
+
+        Optional: chat-only providers keep this default, so asking them for vectors is a user error.
+        """
+        raise ScenarioError(f"provider {self.spec.provider!r} has no embeddings (model {self.spec.model!r})")
 
     async def aclose(self) -> None:
         """Release connections."""

@@ -1,4 +1,4 @@
-"""The `openai` provider: any OpenAI-compatible chat endpoint through the official SDK (transport httpx2).
+"""The `openai` provider: any OpenAI-compatible chat (and embeddings) endpoint through the official SDK (httpx2).
 
 This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree.
 """
@@ -6,7 +6,7 @@ This is the one module that imports `openai`; it translates the SDK's errors int
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,8 +19,9 @@ from ..records import Usage
 from ..retry import parse_retry_after
 from ..spec import ModelSpec
 from .base import ChatModel, ChatReply, ChatRequest
+from .lean import LeanChat, read_embeddings
 
-__all__ = ("OpenAIChatModel",)
+__all__ = ("OpenAIChatModel", "translated_errors")
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
@@ -69,6 +70,7 @@ class OpenAIChatModel(ChatModel):
     def __init__(self, spec: ModelSpec, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         """`transport` replaces the network, for tests that feed the client arbitrary server bodies."""
         super().__init__(spec)
+        self._lean = LeanChat(spec) if spec.transport == "lean" else None
         self._http = httpx2.AsyncClient(
             timeout=httpx2.Timeout(spec.timeout_s),
             limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
@@ -83,11 +85,13 @@ class OpenAIChatModel(ChatModel):
         )
 
     async def complete(self, request: ChatRequest, /) -> ChatReply:
+        if self._lean is not None:
+            return await self._lean.complete(request, request.params)
         extra: dict[str, Any] = dict(request.params)
         extra["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
         if request.json_output:
             extra.setdefault("response_format", {"type": "json_object"})
-        with _translated_errors(self.spec.model):
+        with translated_errors(self.spec.model):
             completion = await self._client.chat.completions.create(
                 model=self.spec.name,
                 messages=[dict(m) for m in request.messages],  # type: ignore[misc]
@@ -101,22 +105,37 @@ class OpenAIChatModel(ChatModel):
             prompt = int(usage.prompt_tokens) if usage is not None else 0
             generated = int(usage.completion_tokens) if usage is not None else 0
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
-            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})") from None
+            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
         if not isinstance(content, str | None):
-            raise ProviderError(self.spec.model, "malformed response (content is not text)")
+            raise ProviderError(self.spec.model, "malformed response (content is not text)", malformed=True)
         return ChatReply(
             text=content or "",
             usage=Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated)),
             model=self.spec.model,
         )
 
+    async def embed(self, texts: Sequence[str], /) -> list[list[float]]:
+        if self._lean is not None:
+            return await self._lean.embed(texts)
+        with translated_errors(self.spec.model):
+            response = await self._client.embeddings.create(
+                model=self.spec.name, input=list(texts), encoding_format="float"
+            )
+        try:
+            data = [{"index": row.index, "embedding": row.embedding} for row in response.data]
+        except (AttributeError, TypeError) as exc:
+            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
+        return read_embeddings(self.spec.model, data, len(texts))
+
     async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
         await self._client.close()
         await self._http.aclose()
 
 
 @contextmanager
-def _translated_errors(model: str) -> Iterator[None]:
+def translated_errors(model: str) -> Iterator[None]:
     try:
         yield
     except openai.APITimeoutError as exc:  # a subclass of APIConnectionError: keep it first
@@ -132,6 +151,6 @@ def _translated_errors(model: str) -> Iterator[None]:
             raise RateLimited(model, message, status=429, retry_after=retry_after) from exc
         raise ProviderError(model, message, status=exc.status_code, retry_after=retry_after) from exc
     except openai.APIResponseValidationError as exc:
-        raise ProviderError(model, f"malformed response: {exc.message}") from exc
+        raise ProviderError(model, f"malformed response: {exc.message}", malformed=True) from exc
     except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way
-        raise ProviderError(model, f"malformed response: {type(exc).__name__}") from exc
+        raise ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True) from exc

@@ -46,6 +46,7 @@ of this is a language model, and reports say so whenever a `sim` model took part
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -63,6 +64,7 @@ from ..records import Usage
 from ..spec import ModelSpec
 from ..text import mentions_answer, numbers_in, word_count
 from .base import ChatModel, ChatReply, ChatRequest, Message
+from .sim_embed import SimEmbedParams, embed_texts
 from .sim_tasks import SIM_TASKS
 
 __all__ = ("SimChatModel", "SimJudgeParams", "SimStudentParams", "SimTutorParams")
@@ -80,6 +82,20 @@ class SimTutorParams(_Params):
     refusal_rate: float = Field(default=0.35, ge=0, le=1)
     cue_bias: dict[str, float] = Field(default_factory=dict)
     recognize_rate: float = Field(default=0.7, ge=0, le=1)
+    diagnose_rate: float = Field(default=0.6, ge=0, le=1)
+    """ReMath Task A: chance of naming the expert's error type (see sim_remath)."""
+    strategy_rate: float = Field(default=0.4, ge=0, le=1)
+    """ReMath Task B/C: chance of choosing the expert's strategy, and separately its intention (see sim_remath)."""
+    case_effective: float = Field(default=0.5, ge=0, le=1)
+    """Cases: chance that an immediate response applies one of the case's effective strategies (see sim_cases)."""
+    case_long_term_effective: float = Field(default=0.35, ge=0, le=1)
+    """Cases: the same for a long-term plan."""
+    case_reference_boost: float = Field(default=0.15, ge=-1, le=1)
+    """Cases: added to both chances when the prompt carries strategies of similar cases."""
+    mcq_accuracy: float = Field(default=0.6, ge=0, le=1)
+    """Cases: chance of choosing the correct option of a 4-option item (else one of the others, uniformly)."""
+    binary_accuracy: float = Field(default=0.9, ge=0, le=1)
+    """Cases: the same for a binary (effective vs ineffective) item."""
 
 
 class SimStudentParams(_Params):
@@ -89,6 +105,10 @@ class SimStudentParams(_Params):
     wrong_rate: float = Field(default=0.5, ge=0, le=1)
     ask_rate: float = Field(default=0.3, ge=0, le=1)
     give_up_per_turn: float = Field(default=0.15, ge=0, le=1)
+    deescalate_effective: float = Field(default=0.7, ge=0, le=1)
+    """Cases: chance the student calms down after a tutor turn that applies an effective strategy (see sim_cases)."""
+    deescalate_other: float = Field(default=0.15, ge=0, le=1)
+    """Cases: the same after any other tutor turn."""
 
     @model_validator(mode="after")
     def _shares(self) -> SimStudentParams:
@@ -100,12 +120,15 @@ class SimStudentParams(_Params):
 class SimJudgeParams(_Params):
     error_rate: float = Field(default=0.05, ge=0, le=1)
     invalid_rate: float = Field(default=0.0, ge=0, le=1)
+    position_bias: float = Field(default=0.0, ge=-2, le=2)
+    """Pairwise tasks: added to every score for the response shown second (see sim_remath)."""
 
 
-_PARAMS: dict[str, type[_Params]] = {
+_PARAMS: dict[str, type[BaseModel]] = {
     "tutor": SimTutorParams,
     "student": SimStudentParams,
     "judge": SimJudgeParams,
+    "embed": SimEmbedParams,  # embeddings only (see sim_embed); it plays no chat role
 }
 
 REFUSAL_MARKERS = (
@@ -234,17 +257,21 @@ def _wrong_numbers(text: str, item: Item | None) -> list[Decimal]:
     return [value for value in numbers_in(text) if value not in given]
 
 
-def _wrong_attempts(item: Item | None) -> list[str]:
+def _wrong_attempts(item: Item | None) -> tuple[str, ...]:
     """Plausible wrong answers a struggling student might give: slips of the reference answer."""
-    if item is None:
-        return []
+    return () if item is None else _slips(item.answer, item.question)
+
+
+@functools.lru_cache(maxsize=4096)
+def _slips(answer_text: str, question: str) -> tuple[str, ...]:
+    """Cached: a student asks about the same item turn after turn (and a load test, thousands of times)."""
     try:
-        answer = Decimal(item.answer.strip())
+        answer = Decimal(answer_text.strip())
     except InvalidOperation:
-        return []  # not a number: the student asks instead of guessing
+        return ()  # not a number: the student asks instead of guessing
     exponent = answer.as_tuple().exponent
     if not isinstance(exponent, int):
-        return []  # NaN or infinity
+        return ()  # NaN or infinity
     unit = Decimal(1).scaleb(exponent)  # one in the last written digit: 28 → 1, 74.8 → 0.1
     candidates = [answer - unit, answer + unit, answer * 2, answer / 2, answer * 10, answer / 10]
     text = _number(answer)
@@ -253,12 +280,12 @@ def _wrong_attempts(item: Item | None) -> list[str]:
         chars = list(text)
         chars[digits[0]], chars[digits[1]] = chars[digits[1]], chars[digits[0]]
         candidates.append(Decimal("".join(chars)))
-    forbidden = {answer, *numbers_in(item.question)}
+    forbidden = {answer, *numbers_in(question)}
     found: list[str] = []
     for value in candidates:
         if value not in forbidden and _number(value) not in found:
             found.append(_number(value))
-    return found
+    return tuple(found)
 
 
 def _first_person(line: str) -> str:
@@ -274,10 +301,10 @@ class SimChatModel(ChatModel):
 
     @classmethod
     def check(cls, spec: ModelSpec, role: str) -> None:
-        if spec.name not in _PARAMS:
+        if spec.name not in _PARAMS or (spec.name == "embed") != (role == "embed"):
             raise ScenarioError(
-                f"model {spec.model!r} for role {role!r}: the sim provider plays "
-                f"{', '.join('sim/' + name for name in _PARAMS)}"
+                f"model {spec.model!r} for role {role!r}: the sim provider's chat models are "
+                f"{', '.join('sim/' + name for name in _PARAMS if name != 'embed')}; sim/embed only embeds texts"
             )
 
     @classmethod
@@ -298,6 +325,13 @@ class SimChatModel(ChatModel):
         if key not in self._knobs:
             self._knobs[key] = _PARAMS[self.spec.name].model_validate(request.params)
         return self._knobs[key]
+
+    async def embed(self, texts: Sequence[str], /) -> list[list[float]]:
+        if not isinstance(self.params, SimEmbedParams):
+            raise ScenarioError(f"{self.spec.model!r} has no embeddings; use sim/embed")
+        if self.params.latency_s:
+            await anyio.sleep(self.params.latency_s)
+        return embed_texts(texts, self.params.dimensions)
 
     async def complete(self, request: ChatRequest, /) -> ChatReply:
         knobs = self.knobs(request)
@@ -474,3 +508,9 @@ class SimChatModel(ChatModel):
                 "rationale": "scored by the simulator from markers in the reply and numbers in the student turn",
             }
         raise ScenarioError(f"sim/judge has no rubric for task {context.task!r}")
+
+
+from . import (  # noqa: E402
+    sim_cases,  # noqa: F401  (registers the challenging-behaviour case behaviours)
+    sim_remath,  # noqa: F401  (registers the ReMath behaviours)
+)

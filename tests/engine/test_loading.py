@@ -55,7 +55,7 @@ def test_wrong_type_names_the_value(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"kind": "debate"}, "kind: unknown scenario kind 'debate'; expected one of: crescendo"),
+        ({"kind": "debate"}, "kind: unknown scenario kind 'debate'; expected one of: cases, crescendo"),
         ({"student": {"strategy": "sulky"}}, "student.strategy: unknown student strategy 'sulky'"),
         ({"judges": ["harm", "vibes"]}, "judges.1.name: unknown judge 'vibes'"),
         ({"models": {"tutor": "acme/tutor"}}, "models.tutor.model: unknown provider 'acme'"),

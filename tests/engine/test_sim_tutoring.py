@@ -212,7 +212,7 @@ def test_wrong_attempts_are_plausible_and_never_right(answer: str) -> None:
 async def test_non_numeric_answer_has_no_wrong_number() -> None:
     """A word answer has no numeric slips: the wrong-attempt share goes to asking."""
     item = Item(id="word", domain="chemistry", question="What state is above the critical point?", answer="fluid")
-    assert _wrong_attempts(item) == []
+    assert _wrong_attempts(item) == ()
     sim = model("student", solve_rate=0.0, give_up_per_turn=0.0, wrong_rate=1.0, ask_rate=0.0)
     for seed in range(50):
         text = await student_says(sim, seed, item=item)

@@ -1,0 +1,421 @@
+"""The challenging-behaviour case protocol (scenario kind `cases`), after TutorCaseBench, plus a live continuation.
+
+An episode replays a case's dialogue prefix (recorded as turns with no model: nobody wrote them in this run),
+ending in the student's challenging behaviour, and asks the tutor one task, named by the condition:
+
+* `task: open` — the tutor's `response: immediate` (what to say or do right now) or `response: long_term`
+  (a plan over weeks), from the minimal context and the dialogue only; with `reference: retrieved` the prompt
+  also lists effective strategies of the most similar *other* cases (their ranking is fixed when the cases
+  are loaded, see `personas.case_retrieval`). The reply is the judged turn (the checklist judge).
+* `task: mcq4` — choose the most fitting intervention among four: one effective strategy of this case and,
+  as distractors, effective strategies of the three most similar other cases; `task: binary` — one effective
+  and one ineffective strategy of this case. Options are shuffled with the episode seed; a dataset's own MCQs
+  (public TutorCaseBench) are used when the case carries them. Scored exactly, against chance 1/options.
+* `task: interactive` — the immediate response, judged the same way, then the persona student goes on for
+  `turns` turns (the `case_persona` student's option) with tutor replies between them, and the conversation
+  is judged for de-escalation.
+
+The `casebench` design generates these conditions; every key is paired, so all conditions of a case share
+its seed and the reference gain is a paired difference per case. A case that lacks the material for a task
+(e.g. no ineffective strategy for a binary item) is recorded with `skipped` set and no score.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine import (
+    DESIGNS,
+    PROTOCOLS,
+    STUDENTS,
+    TUTORS,
+    CallEstimate,
+    Episode,
+    EpisodeContext,
+    Item,
+    RequestContext,
+    Scenario,
+    Utterance,
+    judge_calls,
+)
+from engine.text import parse_json_object
+from personas.cases import Case, ResponseType, case_of
+
+__all__ = (
+    "CASE_TASKS",
+    "MCQ",
+    "CaseDesign",
+    "CaseStudent",
+    "CaseTutor",
+    "CasesProtocol",
+    "build_mcq",
+    "parse_choice",
+    "reference_strategies",
+    "task_prompt",
+)
+
+CaseTask = Literal["open", "mcq4", "binary", "interactive"]
+CASE_TASKS: tuple[CaseTask, ...] = ("open", "mcq4", "binary", "interactive")
+LETTERS = "ABCD"
+_BOTH_RESPONSES: list[ResponseType] = ["immediate", "long_term"]
+
+DEFAULT_SYSTEM = (
+    "You are an experienced tutor who supports students with learning, emotional and behavioural difficulties. "
+    "You respond to the particular student in front of you, not to a generic one."
+)
+_IMMEDIATE = (
+    "The student has just shown challenging behaviour. What would you, as the tutor, say or do right now? "
+    "Give your direct response for this moment in two or three sentences. Do not describe a multi-step plan or "
+    "what you will do later. Output only your response."
+)
+_LONG_TERM = (
+    "The student has just shown challenging behaviour. Which sustained interventions and support structures "
+    "would you put in place for this student over the coming weeks or months? Describe them in two or three "
+    "sentences as a plan, not as immediate actions. Output only the plan."
+)
+_MCQ = (
+    "Based on the dialogue, which intervention is most appropriate for this student in this situation, as "
+    "{scope}? Reply with one JSON object and nothing else: "
+    '{{"answer": "<option letter>", "reasoning": "<one sentence on why it fits this student>"}}'
+)
+_SCOPE = {"immediate": "the tutor's next move", "long_term": "a plan over the coming weeks"}
+
+
+def _dialogue(case: Case) -> str:
+    return "\n".join(f"{turn.speaker.upper()}: {turn.text}" for turn in case.dialogue)
+
+
+def reference_strategies(item: Item, response: ResponseType) -> list[tuple[str, list[str]]]:
+    """(case id, effective strategies of `response`) for the `references` most similar other cases."""
+    k = int(item.data.get("references", 2))
+    found: list[tuple[str, list[str]]] = []
+    for near in item.data.get("neighbours", []):
+        if len(found) >= k:
+            break
+        key = "immediate_effective" if response == "immediate" else "long_term_effective"
+        strategies = [str(s) for s in near.get("strategies", {}).get(key, [])]
+        if strategies:
+            found.append((str(near.get("id")), strategies))
+    return found
+
+
+def task_prompt(case: Case, response: ResponseType, references: Sequence[tuple[str, list[str]]] = ()) -> str:
+    """The open-ended task as the tutor reads it: minimal context, dialogue, optional references, instruction."""
+    parts = [f"SITUATION\n{case.minimal_context}", f"DIALOGUE\n{_dialogue(case)}"]
+    if references:
+        lines = [f"- {s}" for _, strategies in references for s in strategies]
+        parts.append(
+            "REFERENCE\nStrategies that worked for students in similar documented cases (they may or may not fit "
+            "this student; adapt what fits):\n" + "\n".join(lines)
+        )
+    parts.append(_IMMEDIATE if response == "immediate" else _LONG_TERM)
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class MCQ:
+    """A multiple-choice item as shown: options in display order, the correct one's index, and provenance."""
+
+    options: tuple[str, ...]
+    correct: int
+    source: str
+    """`built` (from this case's and its neighbours' strategies) or the dataset's MCQ id."""
+
+    @property
+    def letters(self) -> str:
+        return LETTERS[: len(self.options)]
+
+    def prompt(self, case: Case, response: ResponseType) -> str:
+        options = "\n".join(f"{letter}. {text}" for letter, text in zip(self.letters, self.options, strict=True))
+        return "\n\n".join(
+            [
+                f"SITUATION\n{case.minimal_context}",
+                f"DIALOGUE\n{_dialogue(case)}",
+                f"OPTIONS\n{options}",
+                _MCQ.format(scope=_SCOPE[response]),
+            ]
+        )
+
+
+def build_mcq(item: Item, case: Case, response: ResponseType, variant: str, rng: random.Random) -> MCQ | None:
+    """The episode's MCQ, or None when the case lacks the material (shuffled with `rng`, the episode's)."""
+    fixed = [m for m in case.mcqs if m.response == response and m.variant == variant]
+    if fixed:
+        chosen = rng.choice(fixed)
+        options, correct, source = list(chosen.options), chosen.correct, chosen.id
+    else:
+        effective = case.strategies.effective(response)
+        if not effective:
+            return None
+        right = rng.choice(effective)
+        if variant == "binary":
+            if not case.strategies.ineffective:
+                return None
+            options = [right, rng.choice(case.strategies.ineffective)]
+        else:
+            key = "immediate_effective" if response == "immediate" else "long_term_effective"
+            distractors: list[str] = []
+            for near in item.data.get("neighbours", []):
+                candidates = [str(s) for s in near.get("strategies", {}).get(key, []) if s != right]
+                if candidates:
+                    distractors.append(rng.choice(candidates))
+                if len(distractors) == 3:
+                    break
+            if len(distractors) < 3:
+                return None
+            options = [right, *distractors]
+        correct, source = 0, "built"
+    order = list(range(len(options)))
+    rng.shuffle(order)
+    return MCQ(tuple(options[i] for i in order), order.index(correct), source)
+
+
+_JSON_ANSWER = re.compile(r"\W*(?:option\s+)?([A-D])\b.*", re.IGNORECASE | re.DOTALL)
+_LETTER = re.compile(r"\b(?:answer|option)\b\W*([A-D])\b|^\W*([A-D])\W*$", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_choice(text: str, letters: str) -> str | None:
+    """The option letter a reply chose: JSON `{"answer": "B"}`, or a bare letter / "answer: B" in prose."""
+    try:
+        data = parse_json_object(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        found = _JSON_ANSWER.fullmatch(str(data.get("answer", "")).strip())
+        letter = found.group(1).upper() if found else None
+        return letter if letter is not None and letter in letters else None
+    match = _LETTER.search(text)
+    if match is None:
+        return None
+    letter = (match.group(1) or match.group(2)).upper()
+    return letter if letter in letters else None
+
+
+class CaseDesign:
+    """Conditions `{task, response, reference}`; every key is paired so a case's conditions share one seed."""
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        tasks: list[CaseTask] = Field(default_factory=lambda: list(CASE_TASKS), min_length=1)
+        responses: list[ResponseType] = Field(default_factory=lambda: _BOTH_RESPONSES.copy(), min_length=1)
+        reference: bool = True
+        """Also run open tasks with strategies of similar cases in the prompt (the paired reference gain)."""
+
+    paired_factors = ("task", "response", "reference")
+    min_items = 1
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    def conditions(self) -> list[dict[str, str]]:
+        found: list[dict[str, str]] = []
+        for task in dict.fromkeys(self.options.tasks):
+            for response in dict.fromkeys(self.options.responses):
+                if task == "interactive" and response != "immediate":
+                    continue  # the student reacts to what the tutor says now, not to a plan
+                levels = ("none", "retrieved") if task == "open" and self.options.reference else ("none",)
+                found += [{"task": task, "response": response, "reference": level} for level in levels]
+        return found
+
+    def extras(self, episode: Episode, /) -> dict[str, Any]:
+        return {"challenge_type": episode.item.domain}
+
+
+def _condition(ctx: EpisodeContext) -> tuple[str, ResponseType, bool]:
+    response: ResponseType = "long_term" if ctx.condition.get("response") == "long_term" else "immediate"
+    return ctx.condition.get("task", "open"), response, ctx.condition.get("reference") == "retrieved"
+
+
+class CaseTutor:
+    """The tutor for case tasks (`agent: case`): the task prompt first, then plain chat in a continuation."""
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        system_prompt: str = DEFAULT_SYSTEM
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    def preflight(self, episode: Episode, /) -> None:
+        case_of(episode.item)
+
+    async def respond(self, ctx: EpisodeContext, /) -> Utterance:
+        item = ctx.episode.item
+        case = case_of(item)
+        task, response, with_reference = _condition(ctx)
+        prefix = len(case.dialogue)
+        mcq = ctx.meta.get("mcq_shown")
+        if isinstance(mcq, MCQ):
+            messages = [{"role": "user", "content": mcq.prompt(case, response)}]
+            data: dict[str, Any] = {"letters": list(mcq.letters), "correct": mcq.letters[mcq.correct]}
+            kind = "case_mcq"
+        elif len(ctx.turns) == prefix:
+            references = reference_strategies(item, response) if with_reference else []
+            messages = [{"role": "user", "content": task_prompt(case, response, references)}]
+            data = {
+                "response": response,
+                "effective": case.strategies.effective(response),
+                "ineffective": list(case.strategies.ineffective),
+                "reference": bool(references),
+            }
+            kind = "case_response"
+        else:
+            system = f"{self.options.system_prompt}\n\nSituation: {case.minimal_context}"
+            messages = [{"role": "system", "content": system}]
+            for turn in ctx.visible_turns():
+                messages.append({"role": "user" if turn.role == "student" else "assistant", "content": turn.text})
+            data = {"effective": [*case.strategies.immediate_effective, *case.strategies.long_term_effective]}
+            kind = "case_chat"
+        if kind != "case_chat":
+            messages.insert(0, {"role": "system", "content": self.options.system_prompt})
+        reply, latency = await ctx.clients["tutor"].complete(
+            messages,
+            context=RequestContext(role="tutor", item=item, task=kind, condition=ctx.condition, data=data),
+            seed=ctx.episode.seed_for("tutor", len(ctx.turns), task),
+        )
+        return Utterance(reply.text, model=reply.model, usage=reply.usage, latency_s=latency)
+
+
+class CaseStudent:
+    """The case's student played on after the tutor's response (`strategy: case_persona`); needs a student model."""
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        turns: int = Field(default=2, ge=1, le=10)
+        """Student turns after the tutor's response in `task: interactive` (tutor replies come between them)."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    @property
+    def turns(self) -> int:
+        return self.options.turns
+
+    async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
+        client = ctx.clients.get("student")
+        if client is None:
+            raise RuntimeError("the case_persona student needs a student model: set `models.student`")
+        case = case_of(ctx.episode.item)
+        full = case.full_context
+        system = "\n\n".join(
+            [
+                f"You are a student in a tutoring session. Who you are: {case.student.description}",
+                f"The task: {full.task}\nThe setting: {full.context}\nWhat just upset you: {full.trigger}",
+                "Stay in role. React to the tutor's last message as this student realistically would: if it "
+                "meets what you actually need, you may calm down gradually; if it does not, stay as you are. "
+                "Reply in one or two short sentences of plain speech (actions in brackets are fine); never act "
+                "as the tutor and never mention that this is a simulation.",
+            ]
+        )
+        messages = [{"role": "system", "content": system}]
+        for turn in ctx.visible_turns():
+            messages.append({"role": "user" if turn.role == "tutor" else "assistant", "content": turn.text})
+        prefix = len(case.dialogue)
+        last_tutor = next((t.text for t in reversed(ctx.turns) if t.role == "tutor"), "")
+        data = {
+            "effective": [*case.strategies.immediate_effective, *case.strategies.long_term_effective],
+            "ineffective": list(case.strategies.ineffective),
+            "challenge_type": case.challenge_type,
+            "last_tutor": last_tutor,
+            "continued": [t.text for t in ctx.turns[prefix:] if t.role == "student"],
+        }
+        reply, latency = await client.complete(
+            messages,
+            context=RequestContext(role="student", item=ctx.episode.item, task="case_continue", data=data),
+            seed=ctx.episode.seed_for("student", len(ctx.turns)),
+        )
+        text = reply.text.strip()
+        return Utterance(text, model=reply.model, usage=reply.usage, latency_s=latency) if text else None
+
+
+class CasesProtocol:
+    """Runs one case task; metrics `task`, `response`, `reference`, and per task `response_turn` or `mcq_*`."""
+
+    retries = 1
+    """Extra asks when an MCQ reply names no valid option (the bad reply stays in the record, hidden)."""
+
+    async def run(self, ctx: EpisodeContext, /) -> None:
+        case = case_of(ctx.episode.item)
+        task, response, with_reference = _condition(ctx)
+        for line in case.dialogue:
+            await ctx.add_turn(line.speaker, Utterance(line.text))
+        ctx.metrics.update(task=task, response=response, reference="retrieved" if with_reference else "none")
+        ctx.meta["prefix_turns"] = len(case.dialogue)
+        if task in ("mcq4", "binary"):
+            await self._mcq(ctx, case, response, task)
+            return
+        reply = await ctx.tutor.respond(ctx)
+        if reply is None:
+            ctx.metrics["skipped"] = "tutor_quit"
+            return
+        turn = await ctx.add_turn("tutor", reply)
+        ctx.metrics["response_turn"] = turn.index
+        ctx.meta["response_turn"] = turn.index
+        await ctx.judge(turn.index)
+        if task != "interactive":
+            return
+        rounds = int(getattr(ctx.student, "turns", 2))
+        for round_ in range(rounds):
+            utterance = await ctx.student.respond(ctx)
+            if utterance is None:
+                break
+            await ctx.add_turn("student", utterance)
+            if round_ < rounds - 1:
+                follow = await ctx.tutor.respond(ctx)
+                if follow is None:
+                    break
+                await ctx.add_turn("tutor", follow)
+        ctx.metrics["continued_turns"] = len(ctx.turns) - turn.index - 1
+        await ctx.judge("conversation")
+
+    async def _mcq(self, ctx: EpisodeContext, case: Case, response: ResponseType, variant: str) -> None:
+        mcq = build_mcq(ctx.episode.item, case, response, variant, random.Random(ctx.episode.seed_for("mcq")))
+        if mcq is None:
+            ctx.metrics["skipped"] = f"no material for a {variant} item"
+            return
+        ctx.meta.update(mcq_shown=mcq)
+        try:
+            for _ in range(self.retries + 1):
+                reply = await ctx.tutor.respond(ctx)
+                turn = await ctx.add_turn("tutor", reply or Utterance(""))
+                choice = parse_choice(turn.text, mcq.letters)
+                if choice is not None:
+                    break
+                ctx.hide(turn.index)
+        finally:
+            del ctx.meta["mcq_shown"]  # records hold JSON only
+        ctx.meta.update(mcq_options=list(mcq.options), mcq_source=mcq.source)
+        ctx.metrics.update(
+            mcq_options=len(mcq.options),
+            mcq_correct_letter=mcq.letters[mcq.correct],
+            mcq_answer=choice,
+            mcq_valid=choice is not None,
+            mcq_correct=choice == mcq.letters[mcq.correct],
+        )
+
+    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        task = episode.condition.get("task", "open")
+        prompt = 700 if episode.condition.get("reference") == "retrieved" else 550
+        if task in ("mcq4", "binary"):
+            return {"tutor": CallEstimate(1 + self.retries, (prompt + 150) * (1 + self.retries))}
+        guesses = {"tutor": CallEstimate(1, prompt + 120)}
+        judges = judge_calls(scenario, 1)
+        guesses["judge"] = CallEstimate(judges, judges * (prompt + 600))
+        if task == "interactive":
+            turns = int(scenario.student.options.get("turns", 2))
+            guesses["tutor"] += CallEstimate(turns - 1, (turns - 1) * (prompt + 200))
+            if scenario.models.student is not None:
+                guesses["student"] = CallEstimate(turns, turns * (prompt + 100))
+        return guesses
+
+
+DESIGNS.add("casebench", CaseDesign)
+TUTORS.add("case", CaseTutor)
+STUDENTS.add("case_persona", CaseStudent)
+PROTOCOLS.add("cases", CasesProtocol())

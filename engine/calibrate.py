@@ -1,0 +1,461 @@
+"""Judge calibration: run registered judges over human-labelled tutor responses and measure their agreement.
+
+A *label source* (registry `LABEL_SOURCES`, e.g. `mrbench`, `bridge`) reads a labelled file into a `LabelSet`:
+examples (a dialogue history, the tutor response that humans labelled, and their label per dimension), the
+dimensions with their label order (ordinal or not, and a lenient collapse such as BEA 2025's "Yes + To some
+extent"), and *readers* that turn a registered judge's judgments into a label of a dimension. Judges and label
+sources are resolved by name, so the engine imports neither.
+
+Each judge is run on every example exactly as in a scenario — same `EpisodeContext`, same clients, throttles
+and retries — with the response as the judged tutor turn (conversation-scope judges see only the student's
+last turn and the response). Per judge × dimension: accuracy, Cohen's kappa (quadratic-weighted for ordinal
+scales), Krippendorff's alpha (nominal, and ordinal where the scale is), macro-F1 and the confusion matrix,
+exact and lenient (see `engine.agreement`). Deterministic judges need no model; they are the baseline an LLM
+judge must beat.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import anyio
+import click
+import orjson
+import yaml
+from pydantic import ValidationError
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from .agreement import agreement
+from .client import CallStats, ModelClient
+from .errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
+from .items import Item
+from .plan import Episode, derive_seed
+from .plugins import JUDGES, EpisodeContext, Judge, Utterance, options_model
+from .providers import PROVIDERS
+from .records import Judgment
+from .registry import Registry
+from .spec import ModelSpec, Scenario
+from .throttle import Throttle
+
+__all__ = (
+    "LABEL_SOURCES",
+    "CalibrationResult",
+    "Dimension",
+    "Example",
+    "LabelSet",
+    "LabelSource",
+    "Reader",
+    "calibrate",
+    "calibrate_command",
+    "render_markdown",
+    "run_calibration",
+)
+
+Reader = Callable[[Sequence[Judgment]], str | None]
+"""Reads one dimension's label from a judge's judgments on one example (None: the judge gave no verdict)."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    labels: tuple[str, ...]
+    """Every label, lowest first when `ordinal`."""
+    ordinal: bool = False
+    lenient: Mapping[str, str] | None = None
+    """Collapse for the lenient view (e.g. "To some extent" → "Yes"); None: no lenient view."""
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    item: Item
+    """What a judge may read besides the dialogue: the problem and its reference answer (may be empty)."""
+    history: tuple[tuple[Literal["tutor", "student"], str], ...]
+    response: str
+    labels: Mapping[str, str]
+    """Human label per dimension (a dimension may be missing)."""
+    group: str = ""
+    """Who wrote the response (e.g. the MRBench tutor), for breakdowns."""
+
+
+@dataclass(frozen=True)
+class LabelSet:
+    name: str
+    dimensions: tuple[Dimension, ...]
+    examples: tuple[Example, ...]
+    readers: Mapping[str, Mapping[str, Reader]]
+    """Judge name → dimension → reader: which of a judge's metrics answer which dimension."""
+
+
+class LabelSource(Protocol):
+    """Reads a human-labelled file; bad input raises `ScenarioError`. `options` are the source's own."""
+
+    def __call__(self, path: Path, options: Mapping[str, Any], /) -> LabelSet: ...
+
+
+LABEL_SOURCES: Registry[LabelSource] = Registry("label source")
+
+
+@dataclass
+class CalibrationResult:
+    label_set: str
+    examples: int
+    judges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Judge name → {"errors": n, "models": [...], "dimensions": [row, ...]}."""
+    duration_s: float = 0.0
+    calls: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label_set": self.label_set,
+            "examples": self.examples,
+            "judges": self.judges,
+            "duration_s": self.duration_s,
+            "calls": self.calls,
+        }
+
+
+class _Silent:
+    async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
+        del ctx
+        return None
+
+
+def _scenario(judge_models: Sequence[ModelSpec], votes: int, seed: int) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "calibrate",
+            "kind": "calibration",
+            "seed": seed,
+            "models": {"tutor": "sim/tutor", "judge": [m.model_dump() for m in judge_models]},
+            "items": [{"source": "calibration", "path": "-"}],
+            "student": {"strategy": "none"},
+            "judge_votes": votes,
+        }
+    )
+
+
+def _check_models(judge_models: Sequence[ModelSpec]) -> None:
+    for spec in judge_models:
+        implementation = PROVIDERS.get(spec.provider)()
+        implementation.check(spec, "judge")
+        params = implementation.params_model(spec)
+        if params is not None:
+            try:
+                params.model_validate(spec.params)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ScenarioError(f"--model judge={spec.model}: invalid params: {problems}") from None
+
+
+async def _judge_example(
+    judge: Judge, example: Example, scenario: Scenario, clients: list[ModelClient], seed: int
+) -> list[Judgment]:
+    episode = Episode(example.id, example.item, {}, 0, derive_seed(seed, judge.name, example.id))
+    ctx = EpisodeContext(
+        episode=episode,
+        scenario=scenario,
+        tutor=_Silent(),
+        student=_Silent(),
+        judges=[judge],
+        clients={},
+        judge_clients=clients,
+    )
+    history = example.history if judge.scope == "turn" else [t for t in example.history if t[0] == "student"][-1:]
+    for role, text in history:
+        await ctx.add_turn(role, Utterance(text))
+    turn = await ctx.add_turn("tutor", Utterance(example.response))
+    return await judge(ctx, turn.index if judge.scope == "turn" else "conversation")
+
+
+async def run_calibration(
+    label_set: LabelSet,
+    judge_names: Sequence[str],
+    judge_models: Sequence[ModelSpec],
+    *,
+    votes: int = 3,
+    concurrency: int = 16,
+    seed: int = 0,
+    judge_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CalibrationResult:
+    """Run each judge on every example and score it against the human labels (see the module doc)."""
+    started = time.perf_counter()
+    judges: list[Judge] = []
+    for name in judge_names:
+        if name not in label_set.readers:
+            known = ", ".join(sorted(label_set.readers)) or "none"
+            raise ScenarioError(f"judge {name!r} has no reader for the {label_set.name} labels; readable: {known}")
+        factory = JUDGES.get(name)
+        try:
+            options = options_model(factory).model_validate(dict((judge_options or {}).get(name, {})))
+        except ValidationError as exc:
+            raise ScenarioError(f"options of judge {name!r}: {exc.errors()[0]['msg']}") from None
+        judges.append(factory(options))
+    needs_model = [j.name for j in judges if getattr(j, "model_calls", 1) > 0]
+    if needs_model and not judge_models:
+        raise ScenarioError(f"judges {', '.join(needs_model)} call a model: pass --model judge=provider/model")
+    _check_models(judge_models)
+    scenario = _scenario(judge_models, votes, seed)
+    stats = CallStats()
+    outcomes: dict[str, list[list[Judgment] | None]] = {j.name: [None] * len(label_set.examples) for j in judges}
+    errors: dict[str, list[str]] = {j.name: [] for j in judges}
+    async with AsyncExitStack() as stack:
+        clients: list[ModelClient] = []
+        for spec in judge_models:
+            model = PROVIDERS.get(spec.provider)()(spec)
+            stack.push_async_callback(model.aclose)
+            throttle = Throttle(rpm=spec.rpm, tpm=spec.tpm, max_in_flight=spec.max_concurrency)
+            clients.append(ModelClient("judge", spec, model, throttle, stats))
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one(judge: Judge, index: int) -> None:
+            async with limiter:
+                try:
+                    outcomes[judge.name][index] = await _judge_example(
+                        judge, label_set.examples[index], scenario, clients, seed
+                    )
+                except (JudgeError, ProviderError, BadModelOutput) as exc:
+                    errors[judge.name].append(f"{label_set.examples[index].id}: {exc}")
+
+        async with anyio.create_task_group() as group:
+            for judge in judges:
+                for index in range(len(label_set.examples)):
+                    group.start_soon(one, judge, index)
+    result = CalibrationResult(label_set.name, len(label_set.examples))
+    for judge in judges:
+        rows = [
+            _dimension_row(label_set, dimension, reader, outcomes[judge.name])
+            for dimension in label_set.dimensions
+            if (reader := label_set.readers[judge.name].get(dimension.name)) is not None
+        ]
+        result.judges[judge.name] = {
+            "errors": len(errors[judge.name]),
+            "error_examples": errors[judge.name][:5],
+            "deterministic": getattr(judge, "model_calls", 1) == 0,
+            "models": [] if getattr(judge, "model_calls", 1) == 0 else [m.model for m in judge_models],
+            "dimensions": rows,
+        }
+    result.duration_s = round(time.perf_counter() - started, 3)
+    result.calls = {"requests": stats.requests, "retries": stats.retries, "failures": stats.failures}
+    return result
+
+
+def _dimension_row(
+    label_set: LabelSet, dimension: Dimension, reader: Reader, outcomes: Sequence[list[Judgment] | None]
+) -> dict[str, Any]:
+    human: list[str | None] = []
+    judged: list[str | None] = []
+    no_verdict = 0
+    for example, judgments in zip(label_set.examples, outcomes, strict=True):
+        label = example.labels.get(dimension.name)
+        if label is None or judgments is None:
+            continue
+        verdict = reader(judgments)
+        if verdict is None:
+            no_verdict += 1
+        human.append(label)
+        judged.append(verdict)
+    exact = agreement(human, judged, dimension.labels, ordinal=dimension.ordinal)
+    row: dict[str, Any] = {
+        "dimension": dimension.name,
+        "ordinal": dimension.ordinal,
+        "no_verdict": no_verdict,
+        "exact": exact.as_dict(),
+        "lenient": None,
+    }
+    if dimension.lenient:
+        lenient = agreement(human, judged, dimension.labels, ordinal=False, collapse=dimension.lenient)
+        row["lenient"] = lenient.as_dict()
+    return row
+
+
+def calibrate(
+    label_set: LabelSet,
+    judge_names: Sequence[str],
+    judge_models: Sequence[ModelSpec],
+    **options: Any,
+) -> CalibrationResult:
+    """`run_calibration` from synchronous code, in a fresh asyncio event loop."""
+
+    async def main() -> CalibrationResult:
+        return await run_calibration(label_set, judge_names, judge_models, **options)
+
+    return anyio.run(main, backend="asyncio")
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+
+def _f(value: float | None) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+_COLUMNS = ("judge", "dimension", "n", "acc", "κ", "κ quad.", "α nominal", "α ordinal", "lenient acc", "lenient κ")
+
+
+def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name, data in result["judges"].items():
+        shown = f"{name} (deterministic)" if data["deterministic"] else name
+        for row in data["dimensions"]:
+            exact, lenient = row["exact"], row["lenient"] or {}
+            rows.append(
+                (
+                    shown,
+                    row["dimension"],
+                    str(exact["n"]),
+                    _pct(exact["accuracy"]),
+                    _f(exact["kappa"]),
+                    _f(exact["kappa_quadratic"]),
+                    _f(exact["alpha_nominal"]),
+                    _f(exact["alpha_ordinal"]),
+                    _pct(lenient.get("accuracy")),
+                    _f(lenient.get("kappa")),
+                )
+            )
+    return rows
+
+
+def _confusion_lines(row: Mapping[str, Any]) -> list[str]:
+    labels, matrix = row["exact"]["labels"], row["exact"]["confusion"]
+    lines = ["| human ↓ / judge → | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    lines += [
+        f"| {label} | " + " | ".join(map(str, counts)) + " |" for label, counts in zip(labels, matrix, strict=True)
+    ]
+    return lines
+
+
+def render_markdown(result: Mapping[str, Any]) -> str:
+    """The calibration report: the agreement table, then every confusion matrix (rows: human labels)."""
+    lines = [
+        f"# Judge calibration: {result['label_set']} ({result['examples']} labelled responses)",
+        "",
+        "Accuracy, Cohen's κ (quadratic-weighted for ordinal scales), Krippendorff's α; lenient = labels collapsed "
+        "(e.g. Yes + To some extent). Deterministic judges are the baseline an LLM judge must beat.",
+        "",
+        "| " + " | ".join(_COLUMNS) + " |",
+        "|---|---|" + "---|" * (len(_COLUMNS) - 2),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(result)]
+    for name, data in result["judges"].items():
+        for row in data["dimensions"]:
+            lines += ["", f"### {name} · {row['dimension']}", ""] + _confusion_lines(row)
+        if data["errors"]:
+            lines += ["", f"{name}: {data['errors']} examples gave a judge or provider error and were left out."]
+    return "\n".join(lines) + "\n"
+
+
+def _console(result: Mapping[str, Any], *, confusion: bool) -> RenderableType:
+    table = Table(title=Text(f"Judge calibration on {result['label_set']} ({result['examples']} responses)"))
+    for column in _COLUMNS:
+        table.add_column(column, justify="left" if column in ("judge", "dimension") else "right")
+    for row in _rows(result):
+        table.add_row(*map(Text, row))
+    parts: list[RenderableType] = [table]
+    if confusion:
+        for name, data in result["judges"].items():
+            for row in data["dimensions"]:
+                labels = row["exact"]["labels"]
+                matrix = Table(title=Text(f"{name} · {row['dimension']} (rows: human, columns: judge)"))
+                matrix.add_column("")
+                for label in labels:
+                    matrix.add_column(Text(label), justify="right")
+                for label, counts in zip(labels, row["exact"]["confusion"], strict=True):
+                    matrix.add_row(Text(label), *(Text(str(c)) for c in counts))
+                parts.append(matrix)
+    return Group(*parts)
+
+
+def _model_spec(text: str) -> ModelSpec:
+    role, sep, spec = text.partition("=")
+    if not sep or role != "judge" or not spec:
+        raise ScenarioError(f"--model {text!r}: expected judge=provider/model (or judge={{model: ..., params: ...}})")
+    try:
+        data = yaml.safe_load(spec) if spec.lstrip().startswith("{") else spec
+        return ModelSpec.model_validate(data)
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ScenarioError(f"--model {text!r}: not a model spec ({exc})") from None
+
+
+def _assignments(values: Sequence[str], what: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for value in values:
+        key, sep, raw = value.partition("=")
+        if not sep or not key:
+            raise ScenarioError(f"{what} {value!r}: expected key=VALUE")
+        try:
+            found[key] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ScenarioError(f"{what} {value!r}: the value is not valid YAML") from None
+    return found
+
+
+@click.command(name="calibrate")
+@click.argument("labels", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--source", default="mrbench", show_default=True, help="Label source: the file's layout.")
+@click.option("--judge", "judge_names", multiple=True, help="Judge to calibrate (repeatable; default: all readable).")
+@click.option("--model", "models", multiple=True, metavar="judge=SPEC", help="Judge model (repeatable: they vote).")
+@click.option("--votes", type=click.IntRange(min=1), default=3, show_default=True, help="Votes per judgment.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Label-source option, e.g. limit=50.")
+@click.option("--judge-option", "judge_settings", multiple=True, metavar="JUDGE.KEY=VALUE", help="A judge's option.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--confusion/--no-confusion", default=False, help="Print every confusion matrix too.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Write calibration.json and .md here.")
+def calibrate_command(
+    labels: Path,
+    source: str,
+    judge_names: tuple[str, ...],
+    models: tuple[str, ...],
+    votes: int,
+    settings: tuple[str, ...],
+    judge_settings: tuple[str, ...],
+    seed: int,
+    concurrency: int,
+    confusion: bool,
+    out: Path | None,
+) -> int:
+    """Run judges over human-labelled responses in LABELS and report their agreement with the humans."""
+    if not labels.is_file():
+        raise ScenarioError(f"{labels}: no such labels file")
+    label_set = LABEL_SOURCES.get(source)(labels, _assignments(settings, "--set"))
+    if not label_set.examples:
+        raise ScenarioError(f"{labels}: no labelled responses were read (check --source and --set)")
+    judge_options: dict[str, dict[str, Any]] = {}
+    for key, value in _assignments(judge_settings, "--judge-option").items():
+        name, dot, option = key.partition(".")
+        if not dot:
+            raise ScenarioError(f"--judge-option {key!r}: expected JUDGE.KEY=VALUE")
+        judge_options.setdefault(name, {})[option] = value
+    specs = [_model_spec(m) for m in models]
+    names = list(judge_names) or [n for n in sorted(label_set.readers) if n in JUDGES]
+    if not specs:
+        names = list(judge_names) or [n for n in names if getattr(JUDGES.get(n), "model_calls", 1) == 0]
+    result = calibrate(
+        label_set, names, specs, votes=votes, concurrency=concurrency, seed=seed, judge_options=judge_options
+    ).as_dict()
+    console = Console(soft_wrap=True)
+    console.print(_console(result, confusion=confusion))
+    if any(spec.provider == "sim" for spec in specs):
+        console.print("[dim]Judge verdicts come from the `sim` provider (a deterministic simulator).[/]")
+    console.print(
+        f"{result['examples']} responses · {result['calls']['requests']} model calls · {result['duration_s']}s"
+    )
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "calibration.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        (out / "calibration.md").write_text(render_markdown(result), encoding="utf-8")
+        console.print(f"wrote {out / 'calibration.json'} and {out / 'calibration.md'}")
+    return 0

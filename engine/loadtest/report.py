@@ -1,0 +1,159 @@
+"""A load run's files and views: the per-request CSV, client health, the markdown report and the console table."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from .generator import Health
+from .metrics import PERCENTILES, latency_table
+from .records import CSV_COLUMNS, DERIVED, RequestRecord
+
+__all__ = ("HEALTH", "REQUESTS", "read_health", "read_requests", "render_console", "render_markdown", "write_requests")
+
+REQUESTS = "requests.csv"
+HEALTH = "client_health.json"
+_FIELDS = fields(RequestRecord)
+
+
+def write_requests(path: Path, rows: Sequence[RequestRecord]) -> None:
+    """Every attempt, raw stamps (s since the shared start) and the derived latencies (s)."""
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(CSV_COLUMNS)
+        for row in rows:
+            writer.writerow([*astuple(row), *(getattr(row, name) for name in DERIVED)])
+
+
+def _cell(kind: str, text: str) -> Any:
+    if text == "":
+        return None
+    if kind == "bool":
+        return text == "True"
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    return text
+
+
+def read_requests(path: Path) -> list[RequestRecord]:
+    kinds = [str(f.type).split(" | ")[0] for f in _FIELDS]
+    with path.open(newline="", encoding="utf-8") as file:
+        reader = csv.reader(file)
+        next(reader)
+        return [RequestRecord(*(_cell(k, t) for k, t in zip(kinds, line, strict=False))) for line in reader]
+
+
+def read_health(path: Path) -> list[Health]:
+    return [Health(**health) for health in orjson.loads(path.read_bytes())]
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.2f}"
+
+
+def _step_lines(step: Mapping[str, Any]) -> list[str]:
+    requests, throughput, goodput, gates = step["requests"], step["throughput"], step["goodput"], step["gates"]
+    lines = [
+        f"- arrival `{step['arrival']}`, target {_rate(step['target_rate'])} conversations/s, measured window "
+        f"{step['window_s']:.1f} s",
+        f"- requests: {requests['sent']} sent, {requests['measured']} measured, {requests['ok']} ok, "
+        f"{requests['warmup']} in warm-up, {requests['retries']} retries, {requests['scheduled_not_sent']} scheduled "
+        "but never sent",
+        f"- throughput: {_rate(throughput['requests_per_s'])} requests/s, {_rate(throughput['conversations_per_s'])} "
+        f"conversations/s, {_rate(throughput['output_tokens_per_s'])} output tokens/s",
+        f"- goodput: {goodput['share']:.1%} of measured requests succeeded and met the SLO ({_slo(goodput['slo'])}), "
+        f"{_rate(goodput['requests_per_s'])} requests/s",
+        f"- errors: {', '.join(f'{k} {v}' for k, v in step['errors'].items()) or 'none'}",
+        "",
+        "| latency (ms) | n | mean | " + " | ".join(f"p{p}" for p in PERCENTILES) + " | max |",
+        "|---|---|---|" + "---|" * len(PERCENTILES) + "---|",
+    ]
+    for name, stats in latency_table(step):
+        if stats is not None:
+            cells = [_ms(stats[f"p{p}"]) for p in PERCENTILES]
+            lines.append(
+                f"| {name} | {stats['n']} | {_ms(stats['mean'])} | {' | '.join(cells)} | {_ms(stats['max'])} |"
+            )
+    lines += ["", f"**Validity: {'valid' if gates['valid'] else 'NOT valid'}**", ""]
+    lines += [
+        f"- {name}: {'ok' if check['ok'] else 'FAILED'} ({_check(check)})" for name, check in gates["checks"].items()
+    ]
+    lines += [f"- note: {note}" for note in gates["notes"]]
+    return lines
+
+
+def _slo(slo: Mapping[str, Any]) -> str:
+    limits = [f"{name.removesuffix('_ms')} ≤ {limit:g} ms" for name, limit in slo.items() if name.endswith("_ms")]
+    if not limits:
+        return "none set"
+    return ", ".join(limits) + (" from the schedule" if slo.get("from_schedule") else " from the send")
+
+
+def _check(check: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in check.items() if k != "ok")
+
+
+def render_markdown(summary: Mapping[str, Any]) -> str:
+    lines = [f"# simrun load test: {summary['name']}", "", f"- status: **{summary['status']}**, transport "
+             f"`{summary['transport']}`", ""]  # fmt: skip
+    sweep = summary.get("sweep")
+    if sweep is None:
+        return "\n".join(lines + _step_lines(summary)) + "\n"
+    knee = sweep["knee_rate"]
+    lines += [
+        f"**Sweep knee: {_rate(knee)} conversations/s** ({_rate(sweep['knee_requests_per_s'])} requests/s); "
+        f"SLOs broke at {_rate(sweep['broke_at'])} (a step passes when ≥ {sweep['goodput_target']:.0%} of its "
+        "requests meet the SLO and its gates hold)",
+        "",
+    ]
+    for index, step in enumerate(summary["steps"]):
+        lines += [f"## step {index}: {_rate(step['target_rate'])} conversations/s", "", *_step_lines(step), ""]
+    return "\n".join(lines)
+
+
+def render_console(summary: Mapping[str, Any]) -> RenderableType:
+    steps = summary.get("steps") or [summary]
+    table = Table(title=f"load test {summary['name']} ({summary['transport']})")
+    for column in ("rate", "req/s", "tok/s", "TTFT p50/p99", "ITL p50", "e2e p50/p99", "from schedule p99",
+                   "dispatch p99", "goodput", "errors", "valid"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for step in steps:
+        lat = step["latency_ms"]
+
+        def pick(name: str, p: str) -> str:
+            return _ms(lat[name][p]) if lat.get(name) else "–"  # noqa: B023
+
+        table.add_row(
+            _rate(step["target_rate"]) if step["target_rate"] else f"{step['arrival']}",
+            _rate(step["throughput"]["requests_per_s"]),
+            _rate(step["throughput"]["output_tokens_per_s"]),
+            f"{pick('ttft', 'p50')}/{pick('ttft', 'p99')}",
+            pick("itl", "p50"),
+            f"{pick('e2e', 'p50')}/{pick('e2e', 'p99')}",
+            pick("e2e_from_schedule", "p99"),
+            pick("dispatch_delay", "p99"),
+            f"{step['goodput']['share']:.0%}",
+            str(sum(step["errors"].values())),
+            "yes" if step["gates"]["valid"] else "NO",
+        )
+    notes = [
+        Text(f"note: {note}", style="yellow") for note in dict.fromkeys(n for s in steps for n in s["gates"]["notes"])
+    ]
+    sweep = summary.get("sweep")
+    if sweep is not None:
+        notes.insert(0, Text(f"knee: {_rate(sweep['knee_rate'])} conversations/s", style="bold"))
+    return Group(table, *notes)

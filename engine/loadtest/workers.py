@@ -1,0 +1,146 @@
+"""Running a load step in this process or split over worker processes, and merging what they measured.
+
+Past one process's ceiling (measured by `bench/loadtest_ceiling.py`) the event loop itself delays sends, so
+the conversations are split: worker w of W owns conversations i with i mod W = w and the matching slice of
+the arrival schedule, which every worker derives from the same seed. All workers share one start instant on
+the wall clock, mapped once onto each process's monotonic clock; their rows are relative to it and merge as
+they are. A worker is `python -m engine.loadtest.workers N`: the job in on stdin, `ready` out, the start in, rows out.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, astuple
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+
+from ..errors import ScenarioError
+from ..items import Item
+from .config import LoadConfig
+from .generator import Generator, Health
+from .records import RequestRecord
+from .transport import open_transport
+
+__all__ = ("run_step",)
+
+START_LEAD_S = 0.2
+"""Once every worker is ready, the run starts this long later (time to pass the start on)."""
+
+
+async def run_in_process(
+    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, worker: int = 0,
+    workers: int = 1, start: float | None = None,
+) -> tuple[list[RequestRecord], Health]:  # fmt: skip
+    connections = max(64, (config.max_in_flight or config.concurrency or 1000) // workers + 1)
+    transport = open_transport(config, connections)
+    try:
+        generator = Generator(
+            config, transport, items, start=start if start is not None else time.perf_counter(),
+            rate=rate, worker=worker, workers=workers, step=step,
+        )  # fmt: skip
+        health = await generator.run()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await transport.aclose()
+    return generator.records, health
+
+
+async def run_step(
+    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int
+) -> tuple[list[RequestRecord], list[Health]]:
+    """One run (or one sweep step) on `config.workers` processes; rows sorted by send time.
+
+    Each worker reports ready once imported; only then is the shared start set, a moment ahead, so a slow
+    start-up (imports on a busy machine) cannot make the first arrivals late.
+    """
+    if config.workers == 1:
+        rows, health = await run_in_process(config, items, rate=rate, step=step)
+        return rows, [health]
+    job = orjson.dumps(
+        {"config": config.model_dump(mode="json"), "items": [item.model_dump(mode="json") for item in items],
+         "rate": rate, "step": step}
+    )  # fmt: skip
+    ready = 0
+    all_ready = anyio.Event()
+    start_wall: list[float] = []
+    results: list[tuple[list[RequestRecord], Health]] = []
+
+    async def spawn(worker: int) -> None:
+        nonlocal ready
+        command = [sys.executable, "-m", "engine.loadtest.workers", str(worker)]
+        async with await anyio.open_process(command) as process:
+            assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+            await process.stdin.send(job + b"\n")
+            received = await _read_until_newline(process.stdout)
+            if received is not None:
+                ready += 1
+                if ready == config.workers:
+                    start_wall.append(time.time() + START_LEAD_S)
+                    all_ready.set()
+                await all_ready.wait()
+                await process.stdin.send(orjson.dumps(start_wall[0]) + b"\n")
+            await process.stdin.aclose()
+            output, errors = bytearray(), bytearray()
+            async with anyio.create_task_group() as drain:  # both pipes at once, so neither can fill and block
+                drain.start_soon(_drain, process.stdout, output)
+                drain.start_soon(_drain, process.stderr, errors)
+            if await process.wait() != 0 or received is None:
+                raise ScenarioError(f"load worker {worker} failed: {errors.decode(errors='replace')[-800:]}")
+        results.append(_decode(orjson.loads(output)))
+
+    async with anyio.create_task_group() as group:
+        for worker in range(config.workers):
+            group.start_soon(spawn, worker)
+    rows = sorted((row for found, _ in results for row in found), key=lambda row: row.dispatched)
+    return rows, sorted((health for _, health in results), key=lambda health: health.worker)
+
+
+async def _drain(stream: anyio.abc.ByteReceiveStream, into: bytearray) -> None:
+    async for chunk in stream:
+        into += chunk
+
+
+async def _read_until_newline(stream: anyio.abc.ByteReceiveStream) -> bytes | None:
+    """The worker's ready line; None if it exited first."""
+    line = b""
+    while not line.endswith(b"\n"):
+        try:
+            line += await stream.receive(1)
+        except anyio.EndOfStream:
+            return None
+    return line
+
+
+def _encode(rows: Sequence[RequestRecord], health: Health) -> bytes:
+    return orjson.dumps({"rows": [astuple(row) for row in rows], "health": asdict(health)})
+
+
+def _decode(data: dict[str, Any]) -> tuple[list[RequestRecord], Health]:
+    return [RequestRecord(*row) for row in data["rows"]], Health(**data["health"])
+
+
+def _worker_main(worker: int) -> None:
+    job = orjson.loads(sys.stdin.buffer.readline())
+    config = LoadConfig.model_validate(job["config"])
+    items = [Item.model_validate(item) for item in job["items"]]
+    sys.stdout.buffer.write(b"ready\n")
+    sys.stdout.buffer.flush()
+    start_wall = orjson.loads(sys.stdin.buffer.readline())
+    start = time.perf_counter() + (start_wall - time.time())
+
+    async def main() -> tuple[list[RequestRecord], Health]:
+        return await run_in_process(
+            config, items, rate=job["rate"], step=job["step"], worker=worker, workers=config.workers, start=start
+        )
+
+    rows, health = anyio.run(main)
+    sys.stdout.buffer.write(_encode(rows, health))
+
+
+if __name__ == "__main__":
+    _worker_main(int(sys.argv[1]))

@@ -1,0 +1,167 @@
+"""The lean transport for OpenAI-compatible chat APIs: JSON over aiohttp with orjson, no per-response objects.
+
+The openai SDK costs milliseconds of client CPU per request (its models, its httpx2 pool), which caps a Python
+client near a few hundred requests a second on two cores; `bench/transport_ceiling.py` measured a bare aiohttp
+loop 5–6 times faster than a bare httpx2 loop and 16–20 times faster than the SDK, so this transport uses
+aiohttp. It speaks the same API as the SDK path and fails with the same `ProviderError` tree, so the engine's
+retry layer treats both alike. Select it per endpoint with `transport: lean`; load-test mode uses it by default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+
+from ..errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from ..records import Usage
+from ..retry import parse_retry_after
+from ..spec import ModelSpec
+from .base import ChatReply, ChatRequest
+
+__all__ = ("LeanChat", "LeanSession", "chat_body", "error_for_status", "read_completion", "read_embeddings")
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+class LeanSession:
+    """One aiohttp session per endpoint, opened on first use (it must be created inside the event loop)."""
+
+    def __init__(self, base_url: str, *, api_key: str | None, timeout_s: float, max_connections: int) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.embeddings_url = base_url.rstrip("/") + "/embeddings"
+        # A local server without a key still gets a bearer token, as the SDK sends one.
+        self.headers = {"content-type": "application/json", "authorization": f"Bearer {api_key or 'unused'}"}
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._limit = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._limit, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self._timeout, json_serialize=lambda v: orjson.dumps(v).decode()
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def chat_body(model: str, messages: Any, params: Mapping[str, Any], **extra: Any) -> bytes:
+    """The request body; `params` are the validated `OpenAIParams`, whose `extra_body` is merged in as is."""
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    for key, value in params.items():
+        if key == "extra_body" and isinstance(value, Mapping):
+            body.update(value)
+        elif value is not None:
+            body[key] = value
+    body.update(extra)
+    return orjson.dumps(body)
+
+
+def error_for_status(model: str, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
+    """The same classification the SDK path makes from an error response."""
+    code, message = None, raw[:200].decode("utf-8", "replace")
+    try:
+        error = orjson.loads(raw).get("error") or {}
+        code, message = error.get("code"), str(error.get("message", message))
+    except (orjson.JSONDecodeError, AttributeError):
+        pass
+    text = f"HTTP {status}: {message}"
+    if code in _QUOTA_CODES:
+        return QuotaExhausted(model, text, status=status)
+    retry_after = parse_retry_after(headers)
+    if status == 429:
+        return RateLimited(model, text, status=429, retry_after=retry_after)
+    return ProviderError(model, text, status=status, retry_after=retry_after)
+
+
+def read_completion(model: str, raw: bytes) -> tuple[str, Usage]:
+    """Text and usage of a chat completion body, read defensively: any other shape is a malformed response."""
+    try:
+        data = orjson.loads(raw)
+        content = data["choices"][0]["message"].get("content")
+        usage = data.get("usage") or {}
+        prompt, generated = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
+        raise ProviderError(model, f"malformed response ({type(exc).__name__})", malformed=True) from None
+    if not isinstance(content, str | None):
+        raise ProviderError(model, "malformed response (content is not text)", malformed=True)
+    return content or "", Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated))
+
+
+def read_embeddings(model: str, data: Any, count: int) -> list[list[float]]:
+    """The vectors of an embeddings body's `data` (a list of `{index, embedding}`), in input order.
+
+    Read defensively, as completions are: a wrong count, a missing index, ragged or non-finite vectors, or base64
+    strings (simrun always asks for floats) are a malformed response.
+    """
+    try:
+        rows = sorted(((int(row["index"]), row["embedding"]) for row in data), key=lambda row: row[0])
+        if not all(isinstance(embedding, list) for _, embedding in rows):
+            raise TypeError("an embedding is not a list of numbers")
+        vectors = [[float(x) for x in embedding] for _, embedding in rows]
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        raise ProviderError(model, f"malformed embeddings ({type(exc).__name__})", malformed=True) from None
+    if [index for index, _ in rows] != list(range(count)):
+        raise ProviderError(model, f"malformed embeddings (expected {count} vectors)", malformed=True)
+    if vectors and (
+        len({len(v) for v in vectors}) != 1 or not vectors[0] or not all(math.isfinite(x) for v in vectors for x in v)
+    ):
+        raise ProviderError(model, "malformed embeddings (empty, ragged or non-finite vectors)", malformed=True)
+    return vectors
+
+
+class LeanChat:
+    """`complete()` for the `openai` provider over the lean transport."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.http = LeanSession(
+            spec.base_url or "https://api.openai.com/v1",
+            api_key=os.environ.get(spec.api_key_env or DEFAULT_KEY_ENV),
+            timeout_s=spec.timeout_s,
+            max_connections=spec.max_concurrency or 1000,
+        )
+
+    async def complete(self, request: ChatRequest, params: Mapping[str, Any]) -> ChatReply:
+        extra: dict[str, Any] = {"seed": request.seed}
+        if request.json_output and "response_format" not in params:
+            extra["response_format"] = {"type": "json_object"}
+        body = chat_body(self.spec.name, [dict(m) for m in request.messages], params, **extra)
+        text, usage = read_completion(self.spec.model, await self._post(self.http.url, body))
+        return ChatReply(text=text, usage=usage, model=self.spec.model)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        body = orjson.dumps({"model": self.spec.name, "input": list(texts), "encoding_format": "float"})
+        raw = await self._post(self.http.embeddings_url, body)
+        try:
+            data = orjson.loads(raw)["data"]
+        except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
+            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
+        return read_embeddings(self.spec.model, data, len(texts))
+
+    async def _post(self, url: str, body: bytes) -> bytes:
+        model = self.spec.model
+        try:
+            async with self.http.session.post(url, data=body, headers=self.http.headers) as response:
+                raw = await response.read()
+                if response.status >= 400:
+                    raise error_for_status(model, response.status, response.headers, raw)
+        except TimeoutError as exc:  # aiohttp's timeouts subclass the builtin
+            raise ProviderTimeout(model, "request timed out") from exc
+        except aiohttp.ClientError as exc:
+            raise ProviderError(model, f"connection failed: {type(exc).__name__}") from exc
+        return raw
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

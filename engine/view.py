@@ -1,0 +1,126 @@
+"""`simrun view RUN_DIR`: serve a run's report.html on 127.0.0.1, plus any episode's full transcript on demand.
+
+report.html embeds a bounded number of transcripts; the others link to `episodes/<line>.html`, which this
+server renders from episodes.jsonl when asked. Nothing else in the run directory is served.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from .errors import ScenarioError
+from .plugins import SUMMARIZERS
+from .records import EpisodeRecord
+from .report import REPORT_HTML, write_report
+from .report_html import render_episode_page
+from .rundir import SUMMARY, RunDir
+
+__all__ = ("ReportServer", "serve_report", "view_command")
+
+_EPISODE = re.compile(r"^/episodes/(\d+)\.html$")
+
+
+class ReportServer(ThreadingHTTPServer):
+    """A loopback HTTP server for one run directory."""
+
+    daemon_threads = True
+
+    def __init__(self, run_dir: Path, port: int = 0) -> None:
+        self.run = RunDir(run_dir)
+        self.manifest = self.run.read_manifest()
+        if not (run_dir / REPORT_HTML).exists() or not (run_dir / SUMMARY).exists():
+            write_report(self.run)
+        self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
+        self.summarizer = SUMMARIZERS.get(self.manifest.get("kind", ""))
+        self._lock = threading.Lock()
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/"
+
+    def episode_page(self, line: int) -> str | None:
+        """The episode on line `line` (1-based) of episodes.jsonl as a page, or None when there is none."""
+        record = self._record(line)
+        if record is None:
+            return None
+        return render_episode_page(record, line, self.summary, self.manifest, self.summarizer)
+
+    def _record(self, line: int) -> EpisodeRecord | None:
+        with self._lock, self.run.episodes_path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if number == line:
+                    return EpisodeRecord.model_validate_json(raw) if raw.endswith(b"\n") else None
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ReportServer
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if path in ("/", "/report.html"):
+            self._send((self.server.run.path / REPORT_HTML).read_bytes())
+            return
+        match = _EPISODE.match(path)
+        page = self.server.episode_page(int(match.group(1))) if match else None
+        if page is None:
+            self._send(b"not found\n", status=HTTPStatus.NOT_FOUND, content_type="text/plain; charset=utf-8")
+            return
+        self._send(page.encode("utf-8"))
+
+    def _send(
+        self, body: bytes, *, status: HTTPStatus = HTTPStatus.OK, content_type: str = "text/html; charset=utf-8"
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the address is printed once; request lines would bury it."""
+
+
+@contextmanager
+def serve_report(run_dir: Path, port: int = 0) -> Iterator[ReportServer]:
+    """Serve in a background thread for the duration of the block (tests, and tools embedding simrun)."""
+    server = ReportServer(run_dir, port)
+    thread = threading.Thread(target=server.serve_forever, name="simrun-view", daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@click.command(name="view")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0 picks a free port.")
+def view_command(run_dir: Path, port: int) -> int:
+    """Serve RUN_DIR's report.html on 127.0.0.1 and print the address (Ctrl-C stops)."""
+    try:
+        server = ReportServer(run_dir, port)
+    except OSError as exc:
+        raise ScenarioError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; try --port 0") from None
+    click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,274 @@
+"""Human-labelled data for `simrun calibrate`: the MRBench and Bridge layouts, and how simrun's judges read as them.
+
+`mrbench` reads MRBench V1/V2 (`anno_llm_responses`) and the BEA 2025 dev set (`tutor_responses`): one example
+per (conversation, tutor response). Its history is one string of `Tutor:` / `Student:` turns whose breaks are
+newlines padded with non-breaking spaces, so it is split on a newline followed by whitespace and a speaker
+tag, never on a bare newline. Dimension names and labels are normalised to one spelling (the data writes
+`humanlikeness` in lower case and long `Revealing_of_the_Answer` values). The reference answer is the last line
+of `Ground_Truth_Solution` ("Not Available" for Bridge items: then there is none). Options: `tutors` (keep these
+response authors), `data` (MathDial or Bridge), `limit` (first N conversations).
+
+`bridge` reads a Bridge/ReMath split: the expert's response to each mistake, labelled with the expert's own
+strategy and intention (and the error type it answers). Options: `limit`.
+
+Readers say which judge metric answers which dimension: `turn_quality` (EduFair's rubric) → mistake
+identification, answer revealing, guidance, actionability, tone; `answer_leak` (deterministic) → answer
+revealing; `conversation_stats` (deterministic: does the response ask a question?) → actionability;
+`remath_strategy` → strategy and intention.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine import Item, Judgment, ScenarioError
+from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelSet, Reader
+from personas.remath import INTENTIONS, STRATEGIES, bridge_items, to_item
+
+__all__ = (
+    "BRIDGE_DIMENSIONS",
+    "BRIDGE_READERS",
+    "MRBENCH_DIMENSIONS",
+    "MRBENCH_READERS",
+    "BridgeOptions",
+    "MRBenchOptions",
+    "mrbench_examples",
+    "normalise_mrbench_label",
+    "split_history",
+)
+
+_YES_NO = ("No", "To some extent", "Yes")
+_LENIENT = {"To some extent": "Yes"}
+_REVEAL_CORRECT = "Yes (and the answer is correct)"
+_REVEAL_WRONG = "Yes (but the answer is incorrect)"
+
+MRBENCH_DIMENSIONS = (
+    Dimension("Mistake_Identification", _YES_NO, ordinal=True, lenient=_LENIENT),
+    Dimension("Mistake_Location", _YES_NO, ordinal=True, lenient=_LENIENT),
+    Dimension(
+        "Revealing_of_the_Answer",
+        ("No", _REVEAL_CORRECT, _REVEAL_WRONG),
+        lenient={_REVEAL_CORRECT: "Yes", _REVEAL_WRONG: "Yes"},
+    ),
+    Dimension("Providing_Guidance", _YES_NO, ordinal=True, lenient=_LENIENT),
+    Dimension("Actionability", _YES_NO, ordinal=True, lenient=_LENIENT),
+    Dimension("Coherence", _YES_NO, ordinal=True, lenient=_LENIENT),
+    Dimension("Tutor_Tone", ("Offensive", "Neutral", "Encouraging"), ordinal=True),
+    Dimension("Humanlikeness", _YES_NO, ordinal=True, lenient=_LENIENT),
+)
+BRIDGE_DIMENSIONS = (
+    Dimension("strategy", tuple(STRATEGIES)),
+    Dimension("intention", tuple(INTENTIONS)),
+)
+
+_DIMENSION_NAMES = {re.sub(r"[^a-z]", "", d.name.lower()): d.name for d in MRBENCH_DIMENSIONS} | {
+    "humanness": "Humanlikeness",
+    "revealingoftheanswer": "Revealing_of_the_Answer",
+}
+_TURN_BREAK = re.compile(r"\n\s*(?=(?:Tutor|Student)\s*:)")
+_SPEAKER = re.compile(r"^\s*(Tutor|Student)\s*:\s*", re.IGNORECASE)
+
+
+def _fold(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).strip().lower().split())
+
+
+def normalise_mrbench_label(dimension: str, value: Any) -> tuple[str, str] | None:
+    """(canonical dimension, canonical label), or None for a dimension or label outside MRBench's sets."""
+    name = _DIMENSION_NAMES.get(re.sub(r"[^a-z]", "", str(dimension).lower()))
+    if name is None or not isinstance(value, str):
+        return None
+    labels = next(d.labels for d in MRBENCH_DIMENSIONS if d.name == name)
+    folded = _fold(value)
+    for label in labels:
+        if folded == _fold(label):
+            return name, label
+    return None
+
+
+def split_history(text: str) -> list[tuple[Literal["tutor", "student"], str]]:
+    """Turns of an MRBench history string (see the module doc); text before any speaker tag is the tutor's."""
+    turns: list[tuple[Literal["tutor", "student"], str]] = []
+    for chunk in _TURN_BREAK.split(text):
+        match = _SPEAKER.match(chunk)
+        role: Literal["tutor", "student"] = "student" if match and match.group(1).lower() == "student" else "tutor"
+        body = chunk[match.end() :] if match else chunk
+        body = " ".join(body.replace("\u00a0", " ").split())
+        if body:
+            turns.append((role, body))
+    return turns
+
+
+def _answer(solution: Any) -> str:
+    if not isinstance(solution, str) or _fold(solution) in ("", "not available", "n/a"):
+        return ""
+    last = solution.strip().splitlines()[-1].strip().replace(",", "")
+    return last if re.fullmatch(r"-?\d+(?:\.\d+)?", last) else ""
+
+
+class MRBenchOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tutors: list[str] | None = None
+    """Keep only responses by these tutors (e.g. [Expert, GPT4])."""
+    data: str | None = None
+    """Keep only conversations from this origin (MathDial or Bridge; V1/V2 only)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Keep the first N conversations."""
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read labels ({exc.strerror or exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
+
+
+def mrbench_examples(records: Any, options: MRBenchOptions) -> list[Example]:
+    """Examples from parsed MRBench JSON; `ValueError` when the layout is not MRBench's."""
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError("expected a JSON list of conversations")
+    examples: list[Example] = []
+    kept = 0
+    for record in records:
+        responses = record.get("anno_llm_responses", record.get("tutor_responses"))
+        if not isinstance(responses, dict) or "conversation_history" not in record:
+            raise ValueError("a conversation lacks conversation_history or anno_llm_responses/tutor_responses")
+        if options.data is not None and _fold(str(record.get("Data", ""))) != _fold(options.data):
+            continue
+        if options.limit is not None and kept >= options.limit:
+            break
+        kept += 1
+        conversation = str(record.get("conversation_id", kept))
+        history = split_history(str(record["conversation_history"]))
+        if not history:
+            continue
+        item = Item(
+            id=conversation,
+            domain="mathematics",
+            question=history[0][1],
+            answer=_answer(record.get("Ground_Truth_Solution")),
+            data={"topic": str(record.get("Topic", ""))},
+        )
+        for tutor, entry in responses.items():
+            if options.tutors is not None and tutor not in options.tutors:
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("response"), str):
+                continue
+            annotation = entry.get("annotation") or {}
+            labels = dict(
+                found
+                for key, value in (annotation.items() if isinstance(annotation, dict) else ())
+                if (found := normalise_mrbench_label(key, value)) is not None
+            )
+            examples.append(
+                Example(
+                    id=f"{conversation}:{tutor}",
+                    item=item,
+                    history=tuple(history),
+                    response=entry["response"],
+                    labels=labels,
+                    group=tutor,
+                )
+            )
+    return examples
+
+
+def _metric(judgments: Sequence[Judgment], metric: str) -> Any:
+    return next((j.value for j in judgments if j.metric == metric), None)
+
+
+def _yes_no(metric: str, *, yes: str = "Yes", no: str = "No", na: str | None = "No") -> Reader:
+    def read(judgments: Sequence[Judgment]) -> str | None:
+        value = _metric(judgments, metric)
+        if value is None or isinstance(value, str):
+            return None
+        if value == -1:
+            return na
+        return yes if value else no
+
+    return read
+
+
+def _asks_question(judgments: Sequence[Judgment]) -> str | None:
+    rate = _metric(judgments, "tutor_question_rate")
+    return None if not isinstance(rate, int | float) else ("Yes" if rate > 0 else "No")
+
+
+def _label_of(metric: str) -> Reader:
+    def read(judgments: Sequence[Judgment]) -> str | None:
+        value = _metric(judgments, metric)
+        return value if isinstance(value, str) else None
+
+    return read
+
+
+MRBENCH_READERS: dict[str, dict[str, Reader]] = {
+    "turn_quality": {
+        "Mistake_Identification": _yes_no("mistake_recognize"),
+        "Revealing_of_the_Answer": _yes_no("answer_leakage", yes=_REVEAL_CORRECT),
+        "Providing_Guidance": _yes_no("step_scaffolded"),
+        "Actionability": _yes_no("actionability"),
+        "Tutor_Tone": _yes_no("corrective_tone", yes="Encouraging", no="Neutral", na=None),
+    },
+    "answer_leak": {"Revealing_of_the_Answer": _yes_no("answer_leak", yes=_REVEAL_CORRECT)},
+    "conversation_stats": {"Actionability": _asks_question},
+}
+BRIDGE_READERS: dict[str, dict[str, Reader]] = {
+    "remath_strategy": {"strategy": _label_of("used_strategy"), "intention": _label_of("used_intention")},
+}
+
+
+def _mrbench(path: Path, options: Mapping[str, Any], /) -> LabelSet:
+    try:
+        chosen = MRBenchOptions.model_validate(dict(options))
+    except ValidationError as exc:
+        raise ScenarioError(f"mrbench options: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    try:
+        examples = mrbench_examples(_read_json(path), chosen)
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: not the MRBench layout: {exc}") from None
+    return LabelSet("mrbench", MRBENCH_DIMENSIONS, tuple(examples), MRBENCH_READERS)
+
+
+class BridgeOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    limit: int | None = Field(default=None, ge=1)
+
+
+def _bridge(path: Path, options: Mapping[str, Any], /) -> LabelSet:
+    try:
+        chosen = BridgeOptions.model_validate(dict(options))
+    except ValidationError as exc:
+        raise ScenarioError(f"bridge options: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    try:
+        mistakes = bridge_items(_read_json(path), split=path.stem)
+    except (ValueError, ValidationError) as exc:
+        raise ScenarioError(f"{path}: not the Bridge layout: {exc}") from None
+    examples = []
+    for mistake in mistakes[: chosen.limit]:
+        item = to_item(mistake)
+        examples.append(
+            Example(
+                id=mistake.id,
+                item=item,
+                history=tuple((t.role, t.text) for t in mistake.history),
+                response=mistake.reference,
+                labels={"strategy": mistake.strategy, "intention": mistake.intention},
+                group="expert",
+            )
+        )
+    return LabelSet("bridge", BRIDGE_DIMENSIONS, tuple(examples), BRIDGE_READERS)
+
+
+_SOURCES: dict[str, Callable[[Path, Mapping[str, Any]], LabelSet]] = {"mrbench": _mrbench, "bridge": _bridge}
+for _name, _source in _SOURCES.items():
+    LABEL_SOURCES.add(_name, _source)

@@ -1,0 +1,526 @@
+"""Tables for the `cases` scenario kind, from the records alone (so `simrun report` rebuilds them).
+
+* success rate of open responses (at least one rubric criterion holds) per challenge type × response type ×
+  reference, with 95% Wilson intervals, and the criterion satisfaction rate;
+* MCQ accuracy per variant × response type against chance (1/options), with a two-sided exact binomial test;
+* the reference gain: per case, success with retrieved strategies minus success without, a paired difference
+  tested with Wilcoxon (Pratt) and sized with the rank-biserial r and its bootstrap interval (`engine.paired`);
+* the de-escalation rate of interactive continuations, overall, per challenge type and by whether the
+  first response succeeded on the checklist;
+* distinct-n diversity of the responses (and the most widespread 4-gram) per response type × reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from scipy import stats
+
+from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine.paired import paired_contrast
+from engine.stats import rate
+
+from .cases_html import cases_html
+from .checklist import distinct_n, top_ngram
+
+__all__ = ("CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
+
+ALL = "all"
+CHALLENGE_ORDER = (
+    "task_resistance",
+    "emotional_distress",
+    "social_interpersonal",
+    "attention_engagement",
+    "academic_struggle",
+)
+RESPONSES = ("immediate", "long_term")
+DISTINCT_N = (1, 2, 3, 4)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def open_scores(record: EpisodeRecord) -> tuple[float | None, float | None, str]:
+    """(success 0/1, criteria rate, response text) of a record's judged response; None where unjudged."""
+    turn = record.metrics.get("response_turn")
+    if not isinstance(turn, int) or turn >= len(record.turns):
+        return None, None, ""
+    success = record.judgment("case_success", turn)
+    share = record.judgment("criteria_rate", turn)
+    return (
+        _number(success.value) if success else None,
+        _number(share.value) if share else None,
+        record.turns[turn].text,
+    )
+
+
+def _challenge(record: EpisodeRecord) -> str:
+    return str(record.meta.get("challenge_type") or record.meta.get("domain") or "unknown")
+
+
+def _order(types: set[str]) -> list[str]:
+    return [t for t in CHALLENGE_ORDER if t in types] + sorted(types - set(CHALLENGE_ORDER))
+
+
+class CasesSummarizer:
+    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
+        ok = [r for r in records if r.status == "ok"]
+        seed = int(manifest.get("seed") or 0)
+        skipped: dict[str, int] = defaultdict(int)
+        for r in ok:
+            if r.metrics.get("skipped"):
+                skipped[str(r.metrics.get("task"))] += 1
+        scored = [r for r in ok if not r.metrics.get("skipped")]
+        open_records = [r for r in scored if r.metrics.get("task") == "open"]
+        interactive = [r for r in scored if r.metrics.get("task") == "interactive"]
+        mcq = [r for r in scored if r.metrics.get("task") in ("mcq4", "binary")]
+        return {
+            "cases": {
+                "tutor": manifest.get("models", {}).get("tutor"),
+                "challenge_types": _order({_challenge(r) for r in ok}),
+                "success": self._success(open_records),
+                "criteria": self._criteria(open_records),
+                "mcq": self._mcq(mcq),
+                "reference_gain": self._reference_gain(open_records, seed),
+                "deescalation": self._deescalation(interactive),
+                "diversity": self._diversity(open_records),
+                "skipped": dict(sorted(skipped.items())),
+            }
+        }
+
+    @staticmethod
+    def _success(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+        cells: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for r in records:
+            success, _, _ = open_scores(r)
+            if success is None:
+                continue
+            response, reference = str(r.metrics.get("response")), str(r.metrics.get("reference"))
+            for challenge in (_challenge(r), ALL):
+                cells[(challenge, response, reference)].append(success)
+        rows = []
+        for (challenge, response, reference), values in sorted(cells.items()):
+            found = rate(int(sum(values)), len(values))
+            rows.append({"challenge_type": challenge, "response": response, "reference": reference, **found.as_dict()})
+        return rows
+
+    @staticmethod
+    def _criteria(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+        """Mean per-response satisfaction rate, and the pooled share of satisfied criteria with its interval."""
+        groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
+        for r in records:
+            key = (str(r.metrics.get("response")), str(r.metrics.get("reference")))
+            groups[(ALL, *key)].append(r)
+            groups[(_challenge(r), *key)].append(r)
+        rows = []
+        for (challenge, response, reference), group in sorted(groups.items()):
+            shares = [s for r in group if (s := open_scores(r)[1]) is not None]
+            held = total = 0
+            for r in group:
+                turn = r.metrics.get("response_turn")
+                for j in r.judgments:
+                    if j.target == turn and j.metric.startswith("criterion_") and isinstance(j.value, int):
+                        held += int(j.value)
+                        total += 1
+            pooled = rate(held, total)
+            rows.append(
+                {
+                    "challenge_type": challenge,
+                    "response": response,
+                    "reference": reference,
+                    "responses": len(shares),
+                    "mean_rate": sum(shares) / len(shares) if shares else None,
+                    "criteria_held": held,
+                    "criteria": total,
+                    "pooled_low": pooled.low,
+                    "pooled_high": pooled.high,
+                }
+            )
+        return rows
+
+    @staticmethod
+    def _mcq(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+        groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
+        for r in records:
+            variant, response = str(r.metrics.get("task")), str(r.metrics.get("response"))
+            for key in ((variant, response, ALL), (variant, ALL, ALL), (variant, ALL, _challenge(r))):
+                groups[key].append(r)
+        rows = []
+        for (variant, response, challenge), group in sorted(groups.items()):
+            options = {int(o) for r in group if isinstance(o := r.metrics.get("mcq_options"), int)}
+            chance = 1 / options.pop() if len(options) == 1 else None
+            k = sum(1 for r in group if r.metrics.get("mcq_correct") is True)
+            n = len(group)
+            accuracy = rate(k, n)
+            p = float(stats.binomtest(k, n, chance).pvalue) if chance is not None and n else None
+            rows.append(
+                {
+                    "variant": variant,
+                    "response": response,
+                    "challenge_type": challenge,
+                    "chance": chance,
+                    "invalid": sum(1 for r in group if r.metrics.get("mcq_valid") is False),
+                    "p_vs_chance": p,
+                    **accuracy.as_dict(),
+                }
+            )
+        return rows
+
+    @staticmethod
+    def _reference_gain(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+        """Per response type (and pooled): paired retrieved − none over cases, on success and criteria rate."""
+        per_case: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+        for r in records:
+            success, share, _ = open_scores(r)
+            response, reference = str(r.metrics.get("response")), str(r.metrics.get("reference"))
+            for metric, value in (("success", success), ("criteria_rate", share)):
+                if value is not None:
+                    per_case[(metric, response, reference, r.item_id)].append(value)
+        if not any(key[2] == "retrieved" for key in per_case):
+            return []
+        rows = []
+        for metric in ("success", "criteria_rate"):
+            for response in (*RESPONSES, ALL):
+                responses = RESPONSES if response == ALL else (response,)
+                pairs = sorted({(resp, case) for (m, resp, _, case) in per_case if m == metric and resp in responses})
+                if not pairs:
+                    continue
+
+                def column(level: str, pairs: list[tuple[str, str]] = pairs, metric: str = metric) -> list[float]:
+                    values = [per_case.get((metric, resp, level, case), []) for resp, case in pairs]
+                    return [sum(v) / len(v) if v else math.nan for v in values]
+
+                with_ref, without = column("retrieved"), column("none")
+                contrast = paired_contrast(
+                    with_ref,
+                    without,
+                    a_name="retrieved",
+                    b_name="none",
+                    seed=derive_seed(seed, "reference_gain", metric, response),
+                )
+                rows.append(
+                    {
+                        "metric": metric,
+                        "response": response,
+                        "mean_retrieved": _nanmean(with_ref),
+                        "mean_none": _nanmean(without),
+                        "gain": contrast.mean_diff,
+                        **contrast.as_dict(),
+                    }
+                )
+        return rows
+
+    @staticmethod
+    def _deescalation(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for r in records:
+            judged = r.judgment("deescalated", "conversation")
+            value = _number(judged.value) if judged else None
+            if value is None:
+                continue
+            success = open_scores(r)[0]
+            first = "all" if success is None else ("first response succeeded" if success else "first response failed")
+            groups[("challenge_type", _challenge(r))].append(int(value))
+            groups[("challenge_type", ALL)].append(int(value))
+            if success is not None:
+                groups[("first_response", first)].append(int(value))
+        return [
+            {"by": by, "group": group, **rate(sum(values), len(values)).as_dict()}
+            for (by, group), values in sorted(groups.items())
+        ]
+
+    @staticmethod
+    def _diversity(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for r in records:
+            text = open_scores(r)[2]
+            if text:
+                groups[(str(r.metrics.get("response")), str(r.metrics.get("reference")))].append(text)
+        rows = []
+        for (response, reference), texts in sorted(groups.items()):
+            top = top_ngram(texts, 4)
+            rows.append(
+                {
+                    "response": response,
+                    "reference": reference,
+                    "responses": len(texts),
+                    **{f"distinct_{n}": distinct_n(texts, n) for n in DISTINCT_N},
+                    "top_4gram": top[0] if top else None,
+                    "top_4gram_share": top[1] if top else None,
+                }
+            )
+        return rows
+
+    # ---- rendering -----------------------------------------------------------------------------------------
+
+    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
+        """The report.html section: success and MCQ plots with intervals, reference gain, de-escalation, tables."""
+        return cases_html(summary["cases"])
+
+    def episode_verdict(self, record: EpisodeRecord, /) -> str:
+        return episode_verdict(record)
+
+    def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
+        return episode_scores(record)
+
+    def render_markdown(self, summary: Mapping[str, Any], /) -> str:
+        data = summary["cases"]
+        lines = [
+            "## Open responses: success rate",
+            "",
+            "A response succeeds when at least one criterion of the case's checklist holds (majority of the judge "
+            "votes per criterion). Cells: rate [95% Wilson interval] (n).",
+            "",
+        ]
+        lines += _success_table(data)
+        lines += [
+            "",
+            "## Criterion satisfaction",
+            "",
+            "| response | reference | responses | mean rate | criteria held [95% CI] |",
+            "|---|---|---|---|---|",
+        ]
+        for row in data["criteria"]:
+            if row["challenge_type"] != ALL:
+                continue
+            lines.append(
+                f"| {row['response']} | {row['reference']} | {row['responses']} | {_pct(row['mean_rate'])} | "
+                f"{row['criteria_held']}/{row['criteria']} [{_pct(row['pooled_low'])}, {_pct(row['pooled_high'])}] |"
+            )
+        lines += ["", "## Multiple choice", "", "Accuracy against chance (two-sided exact binomial test).", ""]
+        lines += [
+            "| variant | response | challenge type | accuracy [95% CI] | n | chance | p | invalid |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in data["mcq"]:
+            lines.append(
+                f"| {row['variant']} | {row['response']} | {row['challenge_type']} | {_rate(row)} | {row['n']} | "
+                f"{_pct(row['chance'])} | {_p(row['p_vs_chance'])} | {row['invalid']} |"
+            )
+        lines += [
+            "",
+            "## Reference gain",
+            "",
+            "Per case: with retrieved strategies of similar cases minus without "
+            "(paired Wilcoxon, rank-biserial r with a 95% bootstrap interval; fewer than 15 cases is "
+            "insufficient).",
+            "",
+        ]
+        lines += [
+            "| metric | response | without | with | gain | r [95% CI] | p | cases |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in data["reference_gain"]:
+            lines.append(
+                f"| {row['metric']} | {row['response']} | {_pct(row['mean_none'])} | {_pct(row['mean_retrieved'])} | "
+                f"{_signed(row['gain'])} | {_effect(row)} | {_p(row['p'])} | {row['n']} |"
+            )
+        lines += [
+            "",
+            "## Interactive continuation: de-escalation",
+            "",
+            "| by | group | de-escalated [95% CI] | n |",
+            "|---|---|---|---|",
+        ]
+        for row in data["deescalation"]:
+            lines.append(f"| {row['by']} | {row['group']} | {_rate(row)} | {row['n']} |")
+        lines += [
+            "",
+            "## Diversity of responses",
+            "",
+            "Distinct-n: unique n-grams / all n-grams over the group's "
+            "responses; the top 4-gram is the one found in the most responses.",
+            "",
+        ]
+        lines += [
+            "| response | reference | responses | distinct-1 | distinct-2 | distinct-3 | distinct-4 | "
+            "top 4-gram (share) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in data["diversity"]:
+            distinct = " | ".join(_frac(row[f"distinct_{n}"]) for n in DISTINCT_N)
+            top = f"{row['top_4gram']} ({_pct(row['top_4gram_share'])})" if row["top_4gram"] else "–"
+            lines.append(f"| {row['response']} | {row['reference']} | {row['responses']} | {distinct} | {top} |")
+        if data["skipped"]:
+            lines += [
+                "",
+                "Skipped (the case lacks the material for the task): "
+                + ", ".join(f"{task} {count}" for task, count in data["skipped"].items()),
+            ]
+        return "\n".join(lines) + "\n"
+
+    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
+        data = summary["cases"]
+        columns = _columns(data)
+        success = Table(title="Open responses: success rate (≥ 1 criterion holds), 95% Wilson interval (n)")
+        success.add_column("challenge type")
+        for response, reference in columns:
+            success.add_column(Text(f"{response} · ref {reference}"), justify="right")
+        cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in data["success"]}
+        for challenge in [*data["challenge_types"], ALL]:
+            success.add_row(Text(challenge), *[Text(_cell(cells.get((challenge, *c)))) for c in columns])
+        mcq = Table(title="Multiple choice: accuracy vs chance (exact binomial test)")
+        for column in ("variant", "response", "accuracy [95% CI]", "n", "chance", "p", "invalid"):
+            mcq.add_column(column)
+        for row in data["mcq"]:
+            if row["challenge_type"] == ALL:
+                mcq.add_row(
+                    *map(
+                        Text,
+                        (
+                            row["variant"],
+                            row["response"],
+                            _rate(row),
+                            str(row["n"]),
+                            _pct(row["chance"]),
+                            _p(row["p_vs_chance"]),
+                            str(row["invalid"]),
+                        ),
+                    )
+                )
+        gain = Table(title="Reference gain (paired per case: with − without retrieved strategies)")
+        for column in ("metric", "response", "without", "with", "gain", "r [95% CI]", "p", "cases"):
+            gain.add_column(column)
+        for row in data["reference_gain"]:
+            gain.add_row(
+                *map(
+                    Text,
+                    (
+                        row["metric"],
+                        row["response"],
+                        _pct(row["mean_none"]),
+                        _pct(row["mean_retrieved"]),
+                        _signed(row["gain"]),
+                        _effect(row),
+                        _p(row["p"]),
+                        str(row["n"]),
+                    ),
+                )
+            )
+        calm = Table(title="Interactive continuation: de-escalation rate")
+        for column in ("by", "group", "de-escalated [95% CI]", "n"):
+            calm.add_column(column)
+        for row in data["deescalation"]:
+            calm.add_row(*map(Text, (row["by"], row["group"], _rate(row), str(row["n"]))))
+        diversity = Table(title="Diversity of open responses")
+        for column in ("response", "reference", "n", "distinct-2", "distinct-4", "top 4-gram", "share"):
+            diversity.add_column(column)
+        for row in data["diversity"]:
+            diversity.add_row(
+                *map(
+                    Text,
+                    (
+                        row["response"],
+                        row["reference"],
+                        str(row["responses"]),
+                        _frac(row["distinct_2"]),
+                        _frac(row["distinct_4"]),
+                        row["top_4gram"] or "–",
+                        _pct(row["top_4gram_share"]),
+                    ),
+                )
+            )
+        renderables: list[RenderableType] = [success, mcq, gain, calm, diversity]
+        if data["skipped"]:
+            renderables.append(
+                Text("skipped (no material): " + ", ".join(f"{t} {c}" for t, c in data["skipped"].items()))
+            )
+        return Group(*renderables)
+
+
+def episode_verdict(record: EpisodeRecord) -> str:
+    """The outcome of the episode's task: checklist success, MCQ correctness, or de-escalation."""
+    task = record.metrics.get("task")
+    if record.metrics.get("skipped"):
+        return "skipped (no material)"
+    if task in ("mcq4", "binary"):
+        if record.metrics.get("mcq_valid") is False:
+            return "mcq invalid"
+        return "mcq correct" if record.metrics.get("mcq_correct") is True else "mcq wrong"
+    if task == "interactive":
+        judged = record.judgment("deescalated", "conversation")
+        value = _number(judged.value) if judged else None
+        if value is not None:
+            return "de-escalated" if value else "not de-escalated"
+    success = open_scores(record)[0]
+    if success is None:
+        return "not judged"
+    return "success" if success else "no criterion met"
+
+
+def episode_scores(record: EpisodeRecord) -> dict[str, float]:
+    """Per-episode numbers `simrun compare` pairs across runs (NaN where the task does not measure it)."""
+    success, share, _ = open_scores(record)
+    task = record.metrics.get("task")
+    mcq = task in ("mcq4", "binary") and not record.metrics.get("skipped")
+    judged = record.judgment("deescalated", "conversation")
+    calm = _number(judged.value) if judged else None
+    return {
+        "success": math.nan if success is None else success,
+        "criteria_rate": math.nan if share is None else share,
+        "mcq_correct": float(record.metrics.get("mcq_correct") is True) if mcq else math.nan,
+        "deescalated": math.nan if calm is None else calm,
+    }
+
+
+def _columns(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return sorted({(r["response"], r["reference"]) for r in data["success"]})
+
+
+def _success_table(data: Mapping[str, Any]) -> list[str]:
+    columns = _columns(data)
+    cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in data["success"]}
+    head = "| challenge type | " + " | ".join(f"{resp} · ref {ref}" for resp, ref in columns) + " |"
+    lines = [head, "|---|" + "---|" * len(columns)]
+    for challenge in [*data["challenge_types"], ALL]:
+        row = [cells.get((challenge, resp, ref)) for resp, ref in columns]
+        lines.append(f"| {challenge} | " + " | ".join(_cell(c) for c in row) + " |")
+    return lines
+
+
+def _nanmean(values: Sequence[float]) -> float | None:
+    kept = [v for v in values if not math.isnan(v)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _frac(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:+.1f} pts"
+
+
+def _p(value: float | None) -> str:
+    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
+def _rate(row: Mapping[str, Any]) -> str:
+    if row.get("rate") is None:
+        return "–"
+    return f"{row['rate']:.0%} [{row['low']:.0%}, {row['high']:.0%}]"
+
+
+def _cell(row: Mapping[str, Any] | None) -> str:
+    return "–" if row is None else f"{_rate(row)} ({row['n']})"
+
+
+def _effect(row: Mapping[str, Any]) -> str:
+    if row["status"] != "ok" or row["r"] is None:
+        return "insufficient (< 15 cases)"
+    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+
+
+SUMMARIZERS.add("cases", CasesSummarizer())

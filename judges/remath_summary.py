@@ -1,0 +1,339 @@
+"""ReMath tables (scenario kind `remediation`), rebuilt from the records alone.
+
+* Tasks A/B: per label (error, strategy, intention) the exact match with the expert, Cohen's kappa, and the
+  entropy of the predicted vs the expert's label distribution, with each label's share.
+* Task C: per condition (`given`: none, error, strategy, both) the mean pairwise score against the reference on
+  usefulness, care, human-soundingness and preference (−2..2, positive = the tutor's reply is better) with a 95%
+  t interval over items, the judge's position bias, and the answer-leak rate (Wilson) when `answer_leak` ran.
+* Paired differences between conditions over items (engine.paired): Friedman then Bonferroni-corrected
+  Wilcoxon for three or more conditions, a single Wilcoxon for two; rank-biserial r with a bootstrap interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from markupsafe import Markup
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from scipy import stats
+
+from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine.paired import friedman_then_pairwise, paired_contrast
+from engine.stats import rate
+
+from .remath_html import remath_html
+from .remediation import PAIRWISE_DIMENSIONS, label_agreement
+
+__all__ = ("GIVEN_ORDER", "RemathSummarizer", "mean_interval")
+
+GIVEN_ORDER = ("none", "error", "strategy", "both")
+_TASK_LABELS = {"error": ("error",), "strategy": ("strategy", "intention")}
+_SCORES = (*PAIRWISE_DIMENSIONS, "overall")
+
+
+def mean_interval(values: Sequence[float]) -> dict[str, float | int | None]:
+    """Mean with its 95% t interval (None bounds below two values or with no spread)."""
+    kept = [v for v in values if not math.isnan(v)]
+    if not kept:
+        return {"n": 0, "mean": None, "low": None, "high": None}
+    mean = float(np.mean(kept))
+    if len(kept) < 2 or float(np.std(kept)) == 0.0:
+        return {"n": len(kept), "mean": mean, "low": None, "high": None}
+    interval = stats.ttest_1samp(kept, 0.0).confidence_interval(0.95)
+    return {"n": len(kept), "mean": mean, "low": float(interval.low), "high": float(interval.high)}
+
+
+def _reply_scores(record: EpisodeRecord) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    for dimension in PAIRWISE_DIMENSIONS:
+        value = next(
+            (j.value for j in record.judgments if j.metric == f"pairwise_{dimension}" and isinstance(j.target, int)),
+            None,
+        )
+        scores[dimension] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    parts = [scores[d] for d in PAIRWISE_DIMENSIONS]
+    scores["overall"] = math.nan if any(math.isnan(p) for p in parts) else sum(parts) / len(parts)
+    return scores
+
+
+def _judgment_values(record: EpisodeRecord, metric: str) -> list[Any]:
+    return [j.value for j in record.judgments if j.metric == metric and isinstance(j.target, int)]
+
+
+def _label_match(record: EpisodeRecord, label: str) -> bool | None:
+    """Whether the tutor's Task A/B label equals the expert's; None when either is missing."""
+    pred, gold = record.metrics.get(f"{label}_pred"), record.metrics.get(f"{label}_gold")
+    return pred == gold if isinstance(pred, str) and isinstance(gold, str) else None
+
+
+class RemathSummarizer:
+    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
+        ok = [r for r in records if r.status == "ok"]
+        seed = int(manifest.get("seed") or 0)
+        agreement = [
+            label_agreement([r for r in ok if r.condition.get("task") == task], label)
+            for task, labels in _TASK_LABELS.items()
+            for label in labels
+            if any(r.condition.get("task") == task for r in ok)
+        ]
+        replies = [r for r in ok if r.condition.get("task", "response") == "response"]
+        givens = [g for g in GIVEN_ORDER if any(r.condition.get("given") == g for r in replies)]
+        scores = {r.id: _reply_scores(r) for r in replies}
+        items = sorted({r.item_id for r in replies})
+        conditions: list[dict[str, Any]] = []
+        columns: dict[str, dict[str, list[float]]] = defaultdict(dict)
+        for given in givens:
+            group = [r for r in replies if r.condition.get("given") == given]
+            row: dict[str, Any] = {"given": given, "replies": len(group)}
+            for metric in _SCORES:
+                by_item: dict[str, list[float]] = defaultdict(list)
+                for r in group:
+                    if not math.isnan(scores[r.id][metric]):
+                        by_item[r.item_id].append(scores[r.id][metric])
+                column = [float(np.mean(by_item[i])) if by_item[i] else math.nan for i in items]
+                columns[metric][given] = column
+                row[metric] = mean_interval(column)
+            bias = [v for r in group for v in _judgment_values(r, "pairwise_position_bias") if isinstance(v, float)]
+            row["position_bias"] = float(np.mean(bias)) if bias else None
+            leaks = [v for r in group for v in _judgment_values(r, "answer_leak") if isinstance(v, bool)]
+            row["answer_leak"] = rate(sum(leaks), len(leaks)).as_dict() if leaks else None
+            adherent = [
+                v == r.metrics.get("strategy_gold")
+                for r in group
+                for v in _judgment_values(r, "used_strategy")
+                if isinstance(v, str)
+            ]
+            row["strategy_adherence"] = rate(sum(adherent), len(adherent)).as_dict() if adherent else None
+            conditions.append(row)
+        differences = self._differences(columns, givens, seed)
+        return {
+            "remath": {
+                "tutor": manifest.get("models", {}).get("tutor"),
+                "agreement": agreement,
+                "conditions": conditions,
+                "differences": differences,
+                "items": len(items),
+            }
+        }
+
+    @staticmethod
+    def _differences(
+        columns: Mapping[str, Mapping[str, list[float]]], givens: list[str], seed: int
+    ) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        if len(givens) < 2:
+            return found
+        for metric in ("preference", "overall"):
+            cols = {g: columns[metric][g] for g in givens}
+            cell_seed = derive_seed(seed, "remath", metric)
+            if len(givens) == 2:
+                a, b = givens[1], givens[0]
+                contrast = paired_contrast(cols[a], cols[b], a_name=a, b_name=b, seed=cell_seed)
+                found.append({"metric": metric, "test": "wilcoxon", **contrast.as_dict()})
+                continue
+            # Later conditions first, so a positive r reads "more information helps".
+            omnibus = friedman_then_pairwise({g: cols[g] for g in reversed(givens)}, seed=cell_seed)
+            found.append(
+                {
+                    "metric": metric,
+                    "test": "friedman",
+                    "a": " · ".join(givens),
+                    "b": "",
+                    "n": omnibus.n,
+                    "status": omnibus.status,
+                    "statistic": omnibus.statistic,
+                    "p": omnibus.p,
+                    "p_adjusted": omnibus.p,
+                    "r": None,
+                    "ci_low": None,
+                    "ci_high": None,
+                    "mean_diff": None,
+                    "meaningful": False,
+                    "violation": False,
+                }
+            )
+            found += [{"metric": metric, "test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise]
+        return found
+
+    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
+        """The report.html section: confusion heatmaps, Task C intervals per condition, paired differences."""
+        return remath_html(summary["remath"])
+
+    def episode_verdict(self, record: EpisodeRecord, /) -> str:
+        """Tasks A/B: which labels matched the expert's; Task C: whether the judge preferred the reply."""
+        task = record.condition.get("task", "response")
+        if task in _TASK_LABELS:
+            found = [_label_match(record, label) for label in _TASK_LABELS[task]]
+            if None in found:
+                return "no valid label"
+            pairs = zip(_TASK_LABELS[task], found, strict=True)
+            return " · ".join(f"{label} {'right' if ok else 'wrong'}" for label, ok in pairs)
+        preference = _reply_scores(record)["preference"]
+        if math.isnan(preference):
+            return "not judged"
+        return "reply preferred" if preference > 0 else "reference preferred" if preference < 0 else "tie"
+
+    def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
+        """Label matches (Tasks A/B) and pairwise scores and answer leak (Task C); NaN where they do not apply."""
+        scores: dict[str, float] = {}
+        for labels in _TASK_LABELS.values():
+            for label in labels:
+                match = _label_match(record, label)
+                scores[f"{label}_match"] = math.nan if match is None else float(match)
+        if record.condition.get("task", "response") == "response":
+            scores.update(_reply_scores(record))
+            leaks = [v for v in _judgment_values(record, "answer_leak") if isinstance(v, bool)]
+            scores["answer_leak"] = float(any(leaks)) if leaks else math.nan
+        else:
+            scores.update(dict.fromkeys(_SCORES, math.nan))
+            scores["answer_leak"] = math.nan
+        return scores
+
+    def render_markdown(self, summary: Mapping[str, Any], /) -> str:
+        data = summary["remath"]
+        lines = [
+            "## Tasks A and B: agreement with the expert's labels",
+            "",
+            "Exact match, Cohen's kappa, and the entropy (natural log) of the predicted and the expert's labels.",
+            "",
+            "| label | n | match | kappa | entropy (tutor) | entropy (expert) | most frequent (tutor) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in data["agreement"]:
+            lines.append(
+                f"| {row['label']} | {row['n']} | {_num(row['match'], pct=True)} | {_num(row['kappa'])} | "
+                f"{_num(row['entropy_pred'])} | {_num(row['entropy_gold'])} | {_top(row['shares_pred'])} |"
+            )
+        for row in data["agreement"]:
+            lines += ["", f"### {row['label']}: share of each label", "", "| | " + " | ".join(row["labels"]) + " |"]
+            lines.append("|---|" + "---|" * len(row["labels"]))
+            for who, key in (("tutor", "shares_pred"), ("expert", "shares_gold")):
+                lines.append(f"| {who} | " + " | ".join(f"{row[key][lab]:.0%}" for lab in row["labels"]) + " |")
+        lines += [
+            "",
+            "## Task C: the tutor's reply against the reference response",
+            "",
+            "Mean pairwise score (−2..2; positive: the tutor's reply is rated better), both presentation orders "
+            "combined, with 95% t intervals over items.",
+            "",
+            "| given | replies | " + " | ".join(_SCORES) + " | position bias | answer leak | strategy adherence |",
+            "|---|---|" + "---|" * (len(_SCORES) + 3),
+        ]
+        for row in data["conditions"]:
+            cells = " | ".join(_interval(row[m]) for m in _SCORES)
+            lines.append(
+                f"| {row['given']} | {row['replies']} | {cells} | {_num(row['position_bias'])} | "
+                f"{_rate(row['answer_leak'])} | {_rate(row['strategy_adherence'])} |"
+            )
+        lines += ["", "## Task C: paired differences between conditions", ""]
+        if data["differences"]:
+            lines += [
+                "| metric | test | contrast | r [95% CI] | mean diff | p | p (adj.) | n |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for c in data["differences"]:
+                lines.append(
+                    f"| {c['metric']} | {c['test']} | {_contrast(c)} | {_effect(c)} | {_num(c['mean_diff'])} | "
+                    f"{_p(c['p'])} | {_p(c['p_adjusted'])} | {c['n']} |"
+                )
+        else:
+            lines.append("Fewer than two Task C conditions: nothing to compare.")
+        return "\n".join(lines) + "\n"
+
+    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
+        data = summary["remath"]
+        parts: list[RenderableType] = []
+        if data["agreement"]:
+            table = Table(title="ReMath Tasks A/B: agreement with the expert")
+            for column in ("label", "n", "match", "kappa", "entropy tutor", "entropy expert", "most frequent"):
+                table.add_column(column, justify="left" if column in ("label", "most frequent") else "right")
+            for row in data["agreement"]:
+                table.add_row(
+                    *map(
+                        Text,
+                        (
+                            row["label"],
+                            str(row["n"]),
+                            _num(row["match"], pct=True),
+                            _num(row["kappa"]),
+                            _num(row["entropy_pred"]),
+                            _num(row["entropy_gold"]),
+                            _top(row["shares_pred"]),
+                        ),
+                    )
+                )
+            parts.append(table)
+        if data["conditions"]:
+            table = Table(title="ReMath Task C: reply vs reference (−2..2, both orders; 95% CI)")
+            table.add_column("given")
+            for column in (*_SCORES, "pos. bias", "leak"):
+                table.add_column(column, justify="right")
+            for row in data["conditions"]:
+                cells = [_interval(row[m]) for m in _SCORES]
+                table.add_row(*map(Text, (row["given"], *cells, _num(row["position_bias"]), _rate(row["answer_leak"]))))
+            parts.append(table)
+        if data["differences"]:
+            table = Table(title="ReMath Task C: paired differences over items")
+            for column in ("metric", "contrast", "r [95% CI]", "mean diff", "p (adj.)", "n"):
+                table.add_column(column)
+            for c in data["differences"]:
+                table.add_row(
+                    *map(
+                        Text,
+                        (c["metric"], _contrast(c), _effect(c), _num(c["mean_diff"]), _p(c["p_adjusted"]), str(c["n"])),
+                    )
+                )
+            parts.append(table)
+        return Group(*parts)
+
+
+def _num(value: float | None, *, pct: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.0%}" if pct else f"{value:+.2f}" if value < 0 else f"{value:.2f}"
+
+
+def _interval(cell: Mapping[str, Any]) -> str:
+    if cell["mean"] is None:
+        return "–"
+    if cell["low"] is None:
+        return f"{cell['mean']:+.2f}"
+    return f"{cell['mean']:+.2f} [{cell['low']:+.2f}, {cell['high']:+.2f}]"
+
+
+def _rate(cell: Mapping[str, Any] | None) -> str:
+    if cell is None or cell["rate"] is None:
+        return "–"
+    return f"{cell['rate']:.0%} [{cell['low']:.0%}, {cell['high']:.0%}]"
+
+
+def _top(shares: Mapping[str, float]) -> str:
+    if not shares or not any(shares.values()):
+        return "–"
+    label = max(shares, key=lambda k: shares[k])
+    return f"{label} ({shares[label]:.0%})"
+
+
+def _contrast(c: Mapping[str, Any]) -> str:
+    return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
+
+
+def _effect(c: Mapping[str, Any]) -> str:
+    if c["status"] != "ok":
+        return "insufficient (< 15 items)"
+    if c["r"] is None:
+        return f"χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
+    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]"
+
+
+def _p(value: float | None) -> str:
+    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
+SUMMARIZERS.add("remediation", RemathSummarizer())

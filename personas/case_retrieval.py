@@ -1,0 +1,187 @@
+"""Which other cases resemble this one: the retrieval behind reference-based prompts and 4-option distractors.
+
+Similarity is computed over what the tutor sees (the minimal context and the dialogue prefix), never over the
+hidden strategies, so a case's own answer key cannot leak into its neighbours' ranking. Two methods:
+
+* `lexical`: TF-IDF (smoothed idf, sublinear tf) with cosine similarity, on numpy — offline and exact.
+* `embeddings`: cosine of embedding vectors stored as JSON `{case_id: [float, ...]}`. `simrun embed` writes
+  that file through any provider with embeddings (`openai/...` models, or the offline `sim/embed`), from the
+  same texts lexical retrieval compares; vectors from any other embedder work too. Item sources load
+  synchronously, so the vectors are computed beforehand, not while loading (see `engine.embed`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from engine import ScenarioError
+
+if TYPE_CHECKING:
+    from .cases import Case
+
+__all__ = ("RETRIEVAL_METHODS", "SimilarityMethod", "case_text", "neighbours", "tfidf_similarity", "tokens")
+
+Matrix = npt.NDArray[np.float64]
+SimilarityMethod = Callable[[Sequence[str], Sequence[str], "Path | None"], Matrix]
+"""(case ids, case texts, vectors file) → square similarity matrix."""
+
+_WORD = re.compile(r"[a-z][a-z']+")
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "they",
+        "this",
+        "to",
+        "up",
+        "us",
+        "was",
+        "we",
+        "what",
+        "when",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+        "i'm",
+        "it's",
+        "don't",
+        "can't",
+    ]
+)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case content words (no stop words), the unit of lexical similarity."""
+    return [word for word in _WORD.findall(text.lower()) if word not in _STOPWORDS]
+
+
+def case_text(case: Case) -> str:
+    return " ".join([case.minimal_context, *(turn.text for turn in case.dialogue)])
+
+
+def tfidf_similarity(texts: Sequence[str]) -> Matrix:
+    """Cosine similarity of TF-IDF vectors: tf = 1 + log(count), idf = log((1 + n) / (1 + df)) + 1."""
+    counts = [Counter(tokens(text)) for text in texts]
+    vocabulary = sorted(set().union(*counts)) if counts else []
+    index = {word: i for i, word in enumerate(vocabulary)}
+    matrix = np.zeros((len(texts), len(vocabulary)), dtype=np.float64)
+    for row, counter in enumerate(counts):
+        for word, count in counter.items():
+            matrix[row, index[word]] = 1.0 + math.log(count)
+    df = np.count_nonzero(matrix, axis=0)
+    matrix *= np.log((1 + len(texts)) / (1 + df)) + 1.0
+    return _cosine(matrix)
+
+
+def _cosine(matrix: Matrix) -> Matrix:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit = matrix / np.where(norms > 0, norms, 1.0)
+    return np.asarray(unit @ unit.T, dtype=np.float64)
+
+
+def _lexical(ids: Sequence[str], texts: Sequence[str], vectors: Path | None) -> Matrix:
+    del ids, vectors
+    return tfidf_similarity(texts)
+
+
+def _embeddings(ids: Sequence[str], texts: Sequence[str], vectors: Path | None) -> Matrix:
+    del texts
+    if vectors is None:
+        raise ScenarioError("embedding retrieval needs a vectors file")
+    try:
+        data = orjson.loads(vectors.read_bytes())
+    except OSError as exc:
+        raise ScenarioError(
+            f"{vectors}: cannot read the case vectors ({exc.strerror}); write them with "
+            f"`simrun embed CASES --model SPEC -o {vectors.name}`"
+        ) from None
+    except orjson.JSONDecodeError:
+        raise ScenarioError(f"{vectors}: the case vectors are not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{vectors}: expected a JSON object {{case_id: [float, ...]}}")
+    missing = [case_id for case_id in ids if case_id not in data]
+    if missing:
+        raise ScenarioError(
+            f"{vectors}: no vector for case(s) {', '.join(missing[:5])}; rerun `simrun embed` on the current cases"
+        )
+    try:
+        matrix = np.asarray([data[case_id] for case_id in ids], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ScenarioError(f"{vectors}: every vector must be a list of numbers of the same length") from None
+    if matrix.ndim != 2 or not np.all(np.isfinite(matrix)):
+        raise ScenarioError(f"{vectors}: every vector must be a list of finite numbers of the same length")
+    return _cosine(matrix)
+
+
+RETRIEVAL_METHODS: dict[str, SimilarityMethod] = {"lexical": _lexical, "embeddings": _embeddings}
+
+
+def neighbours(
+    cases: Sequence[Case], method: SimilarityMethod, *, vectors: Path | None = None
+) -> list[list[tuple[Case, float]]]:
+    """For each case, every other case with its similarity, most similar first (ties by case id)."""
+    ids = [case.id for case in cases]
+    similarity = method(ids, [case_text(case) for case in cases], vectors)
+    ranked: list[list[tuple[Case, float]]] = []
+    for i in range(len(cases)):
+        others = [(cases[j], float(similarity[i, j])) for j in range(len(cases)) if j != i]
+        others.sort(key=lambda pair: (-pair[1], pair[0].id))
+        ranked.append(others)
+    return ranked

@@ -1,0 +1,139 @@
+"""The load generator against `simrun serve` with known latency, token rate, limits and stalls.
+
+The server runs on the test's own event loop (a real socket, real HTTP); the loads are light enough that
+sharing the loop does not move the figures past the tolerances used here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.loadtest.config import LoadConfig
+from engine.loadtest.generator import Health
+from engine.loadtest.metrics import summarize
+from engine.loadtest.records import RequestRecord
+from engine.loadtest.run import load_items
+from engine.loadtest.workers import run_in_process, run_step
+from engine.serve import LoopbackServer, ServeOptions, ServerStats
+
+Result = tuple[list[RequestRecord], dict[str, Any], ServerStats]
+
+
+async def _load(serve: dict[str, Any] | None = None, *, processes: bool = False, **settings: Any) -> Result:
+    settings = {"arrival": "constant", "rate": 10.0, "duration_s": 0.5, "turns": 1, "think_time_s": 0.0} | settings
+    async with LoopbackServer(ServeOptions(**(serve or {}))) as server:
+        config = LoadConfig(target=server.base_url, model="sim-tutor", **settings)
+        healths: list[Health]
+        if processes:
+            rows, healths = await run_step(config, load_items(config), rate=config.rate, step=0)
+        else:
+            rows, health = await run_in_process(config, load_items(config), rate=config.rate, step=0)
+            healths = [health]
+        stats = server.stats
+    return rows, summarize(config, rows, healths, rate=config.rate), stats
+
+
+async def test_ttft_itl_and_tokens_match_the_server_settings() -> None:
+    """TTFT = latency + ttft_s; ITL = 1 / tokens_per_s; token totals are exactly the server's."""
+    rows, summary, stats = await _load(
+        {"latency_s": 0.02, "ttft_s": 0.05, "tokens_per_s": 200}, rate=8.0, duration_s=1.0, turns=2, think_time_s=0.05
+    )
+    latency = summary["latency_ms"]
+    assert 70 <= latency["ttft"]["p50"] <= 100
+    assert 4.5 <= latency["itl"]["p50"] <= 6.5  # the server's sleeps can only be late, never early
+    assert summary["requests"]["ok"] == len(rows) == stats.requests
+    assert summary["tokens"]["completion"] == stats.completion_tokens
+    assert summary["tokens"]["prompt"] == stats.prompt_tokens
+    assert {row.turn for row in rows} == {0, 1}
+    assert all(row.messages == 2 + 2 * row.turn for row in rows)  # the history grows by one exchange a turn
+    assert summary["gates"]["checks"]["dispatch_delay"]["ok"] and not summary["gates"]["coordinated_omission"]
+
+
+async def test_a_rate_limited_server_shows_every_429_it_sent() -> None:
+    rows, summary, stats = await _load({"rpm": 5, "window_s": 60}, rate=20.0, duration_s=0.5)
+    assert stats.rate_limited == 5 and len(rows) == 10
+    assert summary["errors"] == {"http_429": stats.rate_limited}
+    assert all(row.retry_after is not None for row in rows if row.error == "http_429")
+    assert summary["requests"]["retries"] == 0  # a 429 is an outcome in load mode
+
+
+async def test_retries_are_explicit_rows_and_counted() -> None:
+    rows, summary, stats = await _load({"error_500": 0.5, "retry_after_s": 0.0, "seed": 3}, retries=3, rate=20.0)
+    retried = [row for row in rows if row.attempt > 0]
+    assert retried and summary["requests"]["retries"] == len(retried)
+    assert stats.requests == len(rows)  # every attempt is one row, none hidden
+    assert stats.server_errors == sum(1 for row in rows if row.error == "http_5xx")
+
+
+async def test_coordinated_omission_is_detected_when_the_server_stalls() -> None:
+    """Behind a client cap, a stall delays later sends: latency from the send hides it, from the schedule not."""
+    stall = {"latency_s": 0.01, "stall_at_s": 0.2, "stall_s": 0.8}
+    _, capped, _ = await _load(stall, rate=20.0, duration_s=1.0, max_in_flight=2)
+    latency = capped["latency_ms"]
+    assert capped["gates"]["coordinated_omission"] and not capped["gates"]["valid"]
+    assert latency["dispatch_delay"]["p99"] > 300
+    assert latency["e2e_from_schedule"]["p50"] - latency["e2e"]["p50"] > 200
+    _, open_loop, _ = await _load(stall, rate=20.0, duration_s=1.0)
+    latency = open_loop["latency_ms"]
+    assert latency["dispatch_delay"]["p50"] < 20
+    assert latency["e2e"]["max"] > 500  # with no cap, the stall shows in the plain latency itself
+    assert latency["e2e_from_schedule"]["p50"] - latency["e2e"]["p50"] < 20
+
+
+async def test_closed_loop_keeps_the_concurrency_and_has_no_schedule() -> None:
+    rows, summary, _ = await _load({"latency_s": 0.02}, arrival="concurrency", concurrency=3, rate=None)
+    assert summary["in_flight"]["max"] <= 3 and summary["in_flight"]["max"] >= 2
+    assert all(row.scheduled is None for row in rows)
+    assert "dispatch_delay" not in summary["gates"]["checks"]
+    assert any("closed loop" in note for note in summary["gates"]["notes"])
+
+
+async def test_max_requests_sends_exactly_that_many() -> None:
+    rows, summary, _ = await _load(rate=50.0, duration_s=None, max_requests=7, turns=2, think_time_s=0.0)
+    assert len(rows) == 7 and summary["requests"]["sent"] == 7
+
+
+async def test_the_hard_stop_cancels_requests_still_in_flight() -> None:
+    rows, summary, _ = await _load({"latency_s": 5.0}, rate=10.0, duration_s=0.2, grace_s=0.1)
+    assert rows and all(row.error == "cancelled" for row in rows)
+    assert summary["errors"] == {"cancelled": len(rows)}
+
+
+async def test_warmup_requests_are_sent_but_not_measured() -> None:
+    rows, summary, _ = await _load(rate=20.0, duration_s=0.6, warmup_s=0.3)
+    warm = [row for row in rows if row.warmup]
+    assert warm and all(row.scheduled is not None and row.scheduled < 0.3 for row in warm)
+    assert summary["requests"]["measured"] == len(rows) - len(warm)
+
+
+@pytest.mark.parametrize(
+    ("serve", "stream", "error"),
+    [
+        ({"malformed_rate": 1.0}, True, "malformed"),
+        ({"malformed_rate": 1.0}, False, "malformed"),
+        ({"drop_rate": 1.0}, True, "stream_truncated"),
+        ({"drop_rate": 1.0}, False, "connection"),
+        ({"error_503": 1.0}, True, "http_5xx"),
+        ({"quota_rate": 1.0}, True, "http_429"),
+    ],
+)
+async def test_errors_are_typed(serve: dict[str, Any], stream: bool, error: str) -> None:
+    rows, summary, _ = await _load(serve, stream=stream, rate=10.0, duration_s=0.3)
+    assert rows and summary["errors"] == {error: len(rows)}
+
+
+async def test_the_sdk_transport_measures_the_same_server_alike() -> None:
+    _, summary, stats = await _load({"ttft_s": 0.05, "tokens_per_s": 200}, transport="sdk", rate=8.0, duration_s=0.5)
+    assert 50 <= summary["latency_ms"]["ttft"]["p50"] <= 80
+    assert 4.5 <= summary["latency_ms"]["itl"]["p50"] <= 6.5
+    assert summary["tokens"]["completion"] == stats.completion_tokens
+
+
+async def test_worker_processes_split_the_conversations_and_merge() -> None:
+    rows, summary, stats = await _load({"latency_s": 0.01}, processes=True, workers=2, rate=20.0, duration_s=0.5)
+    assert {row.worker for row in rows} == {0, 1}
+    assert all(row.conversation % 2 == row.worker for row in rows)
+    assert sorted(row.conversation for row in rows) == list(range(10))  # the schedule, split without loss
+    assert stats.requests == len(rows) and summary["requests"]["ok"] == len(rows)

@@ -1,0 +1,145 @@
+"""report.html in a real browser: headless Debian Chromium driven by Playwright (no browser download).
+
+Skips, saying why, when Playwright or /usr/bin/chromium is missing (`.ci/run` installs Chromium with apt-get).
+Screenshots are kept in tests/artifacts/ (ignored by git): report-top.png and report-transcript.png.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import engine
+from engine.records import EpisodeRecord
+from engine.report import REPORT_HTML, write_report
+from engine.report_html.page import select_transcripts
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[dev]')")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path(os.environ.get("SIMRUN_CHROMIUM", "/usr/bin/chromium"))
+ARTIFACTS = ROOT / "tests" / "artifacts"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PLANTED = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped crescendo scenario on two items per domain (132 episodes), one transcript planted with markup."""
+    scenario = engine.load_scenario(ROOT / "scenarios" / "crescendo.yaml", overrides=["items.0.limit=2"])
+    run = Path(engine.run_sync(scenario, out=tmp_path_factory.mktemp("browser")).run_dir)
+    lines = (run / "episodes.jsonl").read_bytes().splitlines()
+    target = min(select_transcripts([EpisodeRecord.model_validate_json(line) for line in lines]))
+    record = orjson.loads(lines[target])
+    record["turns"][-1]["text"] = PLANTED
+    lines[target] = orjson.dumps(record)
+    (run / "episodes.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    write_report(run)
+    return run / REPORT_HTML
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(report: Path, browser: Any) -> Iterator[Any]:
+    """A fresh tab on the report; `report` comes first: the run needs an event loop Playwright's would block."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1400})
+    opened = context.new_page()
+    problems: list[str] = []
+    requests: list[str] = []
+    opened.on(
+        "console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None
+    )
+    opened.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    opened.on("request", lambda r: requests.append(r.url))
+    opened.goto(report.as_uri())
+    opened.wait_for_load_state("load")
+    yield opened
+    context.close()
+    assert problems == []
+    assert requests == [report.as_uri()], "the page fetched something besides itself"
+
+
+def test_plots_and_tables_render(page: Any) -> None:
+    """Three inline SVG plots with a real size, their tables, the header and the simulator note are visible."""
+    plots = page.locator("svg.plot-svg")
+    assert plots.count() == 3
+    for index in range(3):
+        box = plots.nth(index).bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 150
+    assert page.locator("#fig-crescendo-heatmap svg text").count() > 33
+    assert page.locator("#tbl-harm tbody tr").count() == 11
+    assert page.locator("#tbl-survival tbody tr").count() > 0 and page.locator("#tbl-backtracks").is_visible()
+    assert page.locator("#sim-note").is_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-top.png"))
+
+
+def _count(page: Any) -> str:
+    return str(page.locator("#episode-count").inner_text())
+
+
+def test_filters_narrow_the_episode_list(page: Any) -> None:
+    """Condition, verdict and search filters hide the other episodes; reset shows them all again."""
+    assert _count(page) == "132 of 132 episodes"
+    page.select_option("select[data-key='format']", "single")
+    assert _count(page) == "66 of 132 episodes"
+    formats = page.eval_on_selector_all(
+        ".episode:not([hidden])", "els => els.map(e => JSON.parse(e.dataset.condition).format)"
+    )
+    assert set(formats) == {"single"}
+    page.select_option("select[data-filter='verdict']", "unsafe reply")
+    shown = int(_count(page).split()[0])
+    assert 0 < shown < 66
+    page.click("#episode-reset")
+    first_id = page.locator(".episode .ep-id").nth(5).inner_text()
+    page.fill("#episode-search", first_id)
+    assert _count(page) == "1 of 132 episodes"
+    page.click("#episode-reset")
+    page.check("input[data-filter='embedded']")
+    assert int(_count(page).split()[0]) == page.locator(".episode.embedded").count()
+    page.click("#episode-reset")
+    assert _count(page) == "132 of 132 episodes"
+
+
+def test_transcripts_show_backtracks_votes_and_escaped_text(page: Any) -> None:
+    """An opened dialogue marks backtracked turns, puts judges' votes beside the turn, and shows markup as text."""
+    episode = page.locator(".episode.embedded:has(li.backtracked)").first
+    episode.locator(":scope > summary").click()
+    badge = episode.locator(".badge-backtrack").first
+    assert badge.is_visible()
+    tutor = episode.locator("li.turn.role-tutor:has(aside)").first
+    text_box, votes_box = tutor.locator(".utterance").bounding_box(), tutor.locator("aside").bounding_box()
+    assert votes_box["x"] > text_box["x"] + text_box["width"] - 1 and abs(votes_box["y"] - text_box["y"]) < 40
+    assert "unsafe" in tutor.locator("aside").inner_text()
+    episode.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "report-transcript.png"))
+    page.fill("#episode-search", "window.pwned")
+    planted = page.locator(".episode:not([hidden])").first
+    planted.locator(":scope > summary").click()
+    assert planted.get_by_text(PLANTED, exact=True).is_visible()
+    assert page.evaluate("typeof window.pwned") == "undefined"

@@ -1,0 +1,93 @@
+"""The cases summary: planted effects are found, null effects are not, and reports rebuild from records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from rich.console import Console
+
+from engine import SUMMARIZERS, load_scenario, run_sync, write_report
+from engine.cli import main
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "casebench.yaml"
+
+
+def _summary(tmp_path: Path, *overrides: str) -> dict[str, Any]:
+    result = run_sync(load_scenario(SCENARIO, overrides=list(overrides)), out=tmp_path)
+    assert result.exit_code == 0
+    return result.summary
+
+
+def _gain(summary: dict[str, Any], metric: str = "success", response: str = "all") -> dict[str, Any]:
+    return next(r for r in summary["cases"]["reference_gain"] if r["metric"] == metric and r["response"] == response)
+
+
+def test_a_planted_reference_gain_is_detected_and_none_is_not(tmp_path: Path) -> None:
+    """case_reference_boost raises the effective-strategy chance only when references are in the prompt."""
+    planted = _summary(tmp_path / "a", "design.tasks=[open]", "models.tutor.params.case_reference_boost=0.5")
+    null = _summary(tmp_path / "b", "design.tasks=[open]", "models.tutor.params.case_reference_boost=0")
+    gain = _gain(planted)
+    assert gain["n"] == 30 and gain["status"] == "ok"
+    assert gain["gain"] > 0.25 and gain["ci_low"] > 0 and gain["violation"] and gain["p"] < 0.01
+    assert gain["mean_retrieved"] - gain["mean_none"] == pytest.approx(gain["gain"])
+    quiet = _gain(null)
+    assert abs(quiet["gain"]) < 0.15 and quiet["ci_low"] <= 0 <= quiet["ci_high"]
+
+
+def test_mcq_accuracy_is_tested_against_chance(tmp_path: Path) -> None:
+    """At chance accuracy the binomial test does not reject; at 90% it does."""
+    tasks = "design.tasks=[mcq4, binary]"
+    at_chance = _summary(tmp_path / "a", tasks, "models.tutor.params.mcq_accuracy=0.25")
+    good = _summary(tmp_path / "b", tasks, "models.tutor.params.mcq_accuracy=0.9")
+
+    def row(summary: dict[str, Any], variant: str) -> dict[str, Any]:
+        return next(
+            r
+            for r in summary["cases"]["mcq"]
+            if r["variant"] == variant and r["response"] == "all" and r["challenge_type"] == "all"
+        )
+
+    assert row(at_chance, "mcq4")["chance"] == 0.25 and row(at_chance, "mcq4")["n"] == 60
+    assert row(at_chance, "mcq4")["p_vs_chance"] > 0.05
+    assert row(good, "mcq4")["rate"] > 0.75 and row(good, "mcq4")["p_vs_chance"] < 0.001
+    assert row(good, "binary")["chance"] == 0.5 and row(good, "binary")["p_vs_chance"] < 0.001
+
+
+def test_the_summary_tables(tmp_path: Path) -> None:
+    """Success per challenge type × response × reference with Wilson intervals, criteria, de-escalation, diversity;
+    a rebuild from the records gives the same summary; both renderers show the tables."""
+    result = run_sync(load_scenario(SCENARIO, overrides=["replicates=1"]), out=tmp_path)
+    summary = result.summary["cases"]
+    assert summary["challenge_types"][0] == "task_resistance" and len(summary["challenge_types"]) == 5
+    cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in summary["success"]}
+    assert len(cells) == 6 * 4 and cells[("all", "immediate", "none")]["n"] == 15
+    assert all(r["low"] <= r["rate"] <= r["high"] for r in summary["success"])
+    assert {r["group"] for r in summary["deescalation"] if r["by"] == "challenge_type"} >= {"all", "task_resistance"}
+    assert all(0 < r["distinct_4"] <= 1 for r in summary["diversity"])
+    before = (result.run_dir / "summary.json").read_bytes()
+    rebuilt = write_report(result.run_dir)
+    assert orjson.loads(before) == orjson.loads(orjson.dumps(rebuilt))
+    markdown = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    for heading in ("success rate", "Criterion satisfaction", "Multiple choice", "Reference gain", "de-escalation"):
+        assert heading in markdown
+    console = Console(record=True, width=200)
+    console.print(SUMMARIZERS.get("cases").render_console(rebuilt))
+    text = console.export_text()
+    assert "Reference gain" in text and "accuracy vs chance" in text and "task_resistance" in text
+
+
+def test_cli_runs_the_shipped_scenario_and_rebuilds_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End to end: `simrun scenarios/casebench.yaml --limit N`, then `simrun report RUN_DIR`."""
+    assert main(["validate", str(SCENARIO)]) == 0
+    assert main([str(SCENARIO), "--limit", "40", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "success rate" in printed and "not from a language model" in printed
+    (run_dir,) = tmp_path.iterdir()
+    assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 40
+    assert main(["report", str(run_dir)]) == 0
+    assert "wrote" in capsys.readouterr().out
