@@ -27,6 +27,8 @@ test: install lint
 
 bench: install
 	$(BIN)/python bench/engine_throughput.py
+	$(BIN)/python -m bench.transport_ceiling
+	$(BIN)/python -m bench.loadtest_ceiling
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

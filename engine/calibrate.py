@@ -34,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .agreement import agreement
+from .calibrate_html import render_calibration_html
 from .client import CallStats, ModelClient
 from .errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
 from .items import Item
@@ -413,7 +414,9 @@ def _assignments(values: Sequence[str], what: str) -> dict[str, Any]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--confusion/--no-confusion", default=False, help="Print every confusion matrix too.")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Write calibration.json and .md here.")
+@click.option(
+    "--out", type=click.Path(path_type=Path, file_okay=False), help="Write calibration.json, .md and .html here."
+)
 def calibrate_command(
     labels: Path,
     source: str,
@@ -457,5 +460,6 @@ def calibrate_command(
         out.mkdir(parents=True, exist_ok=True)
         (out / "calibration.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
         (out / "calibration.md").write_text(render_markdown(result), encoding="utf-8")
-        console.print(f"wrote {out / 'calibration.json'} and {out / 'calibration.md'}")
+        (out / "calibration.html").write_text(render_calibration_html(result), encoding="utf-8")
+        console.print(f"wrote calibration.json, calibration.md and calibration.html to {out}")
     return 0

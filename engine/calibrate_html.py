@@ -70,7 +70,9 @@ def _agreement(result: Mapping[str, Any]) -> Markup:
 def _matrix_table(labels: Sequence[str], matrix: Sequence[Sequence[int]], key: str, caption: str) -> Markup:
     body: list[list[Cell]] = []
     for i, (label, counts) in enumerate(zip(labels, matrix, strict=True)):
-        cells: list[Cell] = [Markup("<strong>{}</strong>").format(c) if i == j and c else c for j, c in enumerate(counts)]
+        cells: list[Cell] = [
+            Markup("<strong>{}</strong>").format(c) if i == j and c else c for j, c in enumerate(counts)
+        ]
         body.append([label, *cells, sum(counts)])
     return table(("human ↓ / judge →", *labels, "total"), body, caption=caption, key=key)
 
@@ -116,45 +118,49 @@ def _confusion(judge: str, row: Mapping[str, Any], key: str) -> Markup:
 def render_calibration_html(result: Mapping[str, Any]) -> str:
     """The whole page, deterministic for the same result (no dates, seeded SVG ids)."""
     title = f"Judge calibration: {result['label_set']} ({result['examples']} labelled responses)"
-    parts: list[Markup] = []
+    note = Markup("")
     models = sorted({m for data in result["judges"].values() for m in data["models"]})
     if any(str(m).startswith("sim/") for m in models):
-        parts.append(
-            paragraph(
-                Markup(
-                    "<strong>Simulated verdicts.</strong> A judge model is simrun's <code>sim</code> provider, a "
-                    "deterministic simulator, not a language model: these numbers test the pipeline, not a judge."
-                ),
-                css="sim-note",
-            )
+        note = paragraph(
+            Markup(
+                "<strong>Simulated verdicts.</strong> A judge model is simrun's <code>sim</code> provider, a "
+                "deterministic simulator, not a language model: these numbers test the pipeline, not a judge."
+            ),
+            css="sim-note",
         )
     calls = result.get("calls") or {}
-    parts.append(
-        section(
-            "Agreement with the human labels",
-            paragraph(
-                "Accuracy, Cohen's κ (quadratic-weighted for ordinal scales), Krippendorff's α (ordinal where the "
-                "scale is) and macro-F1; lenient: labels collapsed (e.g. Yes + To some extent). Deterministic judges "
-                "are the baseline an LLM judge must beat. "
-                f"Judge models: {', '.join(models) or 'none'}; {calls.get('requests', 0)} model calls."
-            ),
-            _agreement(result),
-            key="agreement",
-        )
+    agreement = section(
+        "Agreement with the human labels",
+        paragraph(
+            "Accuracy, Cohen's κ (quadratic-weighted for ordinal scales), Krippendorff's α (ordinal where the "
+            "scale is) and macro-F1; lenient: labels collapsed (e.g. Yes + To some extent). Deterministic judges "
+            "are the baseline an LLM judge must beat. "
+            f"Judge models: {', '.join(models) or 'none'}; {calls.get('requests', 0)} model calls."
+        ),
+        _agreement(result),
+        key="agreement",
     )
     matrices: list[Markup] = []
     for index, (name, data) in enumerate(result["judges"].items()):
         for number, row in enumerate(data["dimensions"]):
             matrices.append(
-                section(f"{name} · {row['dimension']}", _confusion(name, row, f"cm-{index}-{number}"), key=f"cm-{index}-{number}")
+                section(
+                    f"{name} · {row['dimension']}",
+                    _confusion(name, row, f"cm-{index}-{number}"),
+                    key=f"cm-{index}-{number}",
+                )
             )
         if data["errors"]:
             matrices.append(
-                paragraph(f"{name}: {data['errors']} examples gave a judge or provider error and were left out.", css="note")
+                paragraph(
+                    f"{name}: {data['errors']} examples gave a judge or provider error and were left out.", css="note"
+                )
             )
-    body = Markup("").join(parts) + Markup('<section id="confusion"><h2>Confusion matrices</h2>{}</section>').format(
-        Markup("").join(matrices)
+    body = (
+        note
+        + Markup('<section id="agreement"><h2>Agreement</h2>{}</section>').format(agreement)
+        + Markup('<section id="confusion"><h2>Confusion matrices</h2>{}</section>').format(Markup("").join(matrices))
     )
     return render_page(
-        title=title, header=None, body=body, nav=[("sec-agreement", "Agreement"), ("confusion", "Confusion matrices")]
+        title=title, header=None, body=body, nav=[("agreement", "Agreement"), ("confusion", "Confusion matrices")]
     )

@@ -269,10 +269,9 @@ def report(run_dir: Path) -> int:
     run = RunDir(run_dir)
     if run.read_manifest().get("kind") == "load":
         Console().print(render_load(rebuild_summary(run)))
-        Console().print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.md'}")
-        return 0
-    summary = write_report(run_dir)
-    Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+    else:
+        summary = write_report(run_dir)
+        Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     return 0
 

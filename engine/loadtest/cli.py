@@ -122,5 +122,5 @@ def loadtest_command(config: Path | None, out: Path, **flags: Any) -> int:
         console.print("interrupted: what was measured so far is in the run folder")
         return 130
     console.print(render_console(result.summary))
-    console.print(f"wrote {result.run_dir.path}/summary.json, requests.csv and report.md")
+    console.print(f"wrote {result.run_dir.path}: summary.json, requests.csv, report.md and report.html")
     return 0 if result.valid else EXIT_INVALID

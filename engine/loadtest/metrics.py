@@ -169,6 +169,10 @@ def summarize(
             "achieved_start_rate": _on_time_starts(config, rows) / config.duration_s
             if config.open_loop and config.duration_s
             else None,
+            # what this run's draw of the arrival process asked for (a Poisson schedule scatters round the target)
+            "scheduled_start_rate": sum(h.scheduled_starts for h in healths) / config.duration_s
+            if config.open_loop and config.duration_s
+            else None,
         },
         "tokens": {"prompt": sum(r.prompt_tokens for r in ok), "completion": output_tokens},
         "latency_ms": latency,

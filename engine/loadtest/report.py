@@ -125,6 +125,23 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _gate_line(step: Mapping[str, Any]) -> str:
+    """The validity gates in one line: what a reader checks before trusting the row above."""
+    checks, parts = step["gates"]["checks"], []
+    if "rate" in checks:
+        achieved, scheduled = step["throughput"]["achieved_start_rate"], step["throughput"]["scheduled_start_rate"]
+        parts.append(
+            f"starts {_rate(achieved)}/s, scheduled {_rate(scheduled)}/s for a target of "
+            f"{_rate(step['target_rate'])}/s ({checks['rate']['ratio']:.0%} on time)"
+        )
+        dispatch = checks["dispatch_delay"]
+        parts.append(f"dispatch delay p50/p99 {_ms(dispatch['p50_ms'])}/{_ms(dispatch['p99_ms'])} ms")
+    parts.append(f"loop lag p99 {_ms(checks['event_loop_lag']['p99_ms'])} ms")
+    parts.append(f"client CPU {checks['client_cpu']['share_of_core']:.0%} of a core")
+    verdict = "valid" if step["gates"]["valid"] else "NOT valid"
+    return f"gates: {' · '.join(parts)} → {verdict}"
+
+
 def render_console(summary: Mapping[str, Any]) -> RenderableType:
     steps = summary.get("steps") or [summary]
     table = Table(title=f"load test {summary['name']} ({summary['transport']})")
@@ -150,10 +167,11 @@ def render_console(summary: Mapping[str, Any]) -> RenderableType:
             str(sum(step["errors"].values())),
             "yes" if step["gates"]["valid"] else "NO",
         )
+    gates = [Text(_gate_line(step), style="dim" if step["gates"]["valid"] else "red") for step in steps]
     notes = [
         Text(f"note: {note}", style="yellow") for note in dict.fromkeys(n for s in steps for n in s["gates"]["notes"])
     ]
     sweep = summary.get("sweep")
     if sweep is not None:
         notes.insert(0, Text(f"knee: {_rate(sweep['knee_rate'])} conversations/s", style="bold"))
-    return Group(table, *notes)
+    return Group(table, *gates, *notes)

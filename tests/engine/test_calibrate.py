@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.agreement import agreement, cohen_kappa, krippendorff_alpha, label_entropy
+from engine.calibrate_html import render_calibration_html
 from engine.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +114,63 @@ def test_calibrate_command_on_the_shipped_fixture(
     # the fixture's Bridge items have no reference answer, so answer_leak gives no verdict on them
     assert leak["dimensions"][0]["no_verdict"] > 0
     assert "| human ↓ / judge → |" in (tmp_path / "calibration.md").read_text()
+    html = (tmp_path / "calibration.html").read_text(encoding="utf-8")
+    rows = [row for data in result["judges"].values() for row in data["dimensions"]]
+    assert html.count('<svg class="plot-svg"') == len(rows) == 7  # one confusion heatmap per judge × dimension
+    assert 'id="tbl-calibration-agreement"' in html and 'class="sim-note"' in html
+    assert "default-src &#39;none&#39;" in html and len(re.findall(r"<script\b", html)) == 1
+    for index, (name, data) in enumerate(result["judges"].items()):
+        for number, row in enumerate(data["dimensions"]):
+            key = f"cm-{index}-{number}"
+            assert html.index(f'id="tbl-{key}"') > html.index(f'id="fig-{key}"')
+            exact = row["exact"]
+            assert f"{name} · {row['dimension']}" in html and f"accuracy {exact['accuracy']:.1%}" in html
+    again = tmp_path / "again"
+    assert main(["calibrate", str(FIXTURE), "--model", "judge=sim/judge", "--out", str(again)]) == 0
+    assert (again / "calibration.html").read_bytes() == (tmp_path / "calibration.html").read_bytes()
+
+
+def test_calibration_html_escapes_and_shows_every_count() -> None:
+    """Judge names and labels are text, never markup; each confusion cell is in the table below its heatmap."""
+    planted = "<script>alert(1)</script>"
+    labels = ["No", planted]
+    exact = {
+        "n": 10,
+        "accuracy": 0.7,
+        "kappa": 0.4,
+        "kappa_quadratic": None,
+        "alpha_nominal": 0.39,
+        "alpha_ordinal": None,
+        "macro_f1": 0.69,
+        "labels": labels,
+        "confusion": [[4, 1], [2, 3]],
+        "entropy_reference": 0.69,
+        "entropy_rater": 0.67,
+    }
+    result = {
+        "label_set": "own",
+        "examples": 10,
+        "judges": {
+            planted: {
+                "errors": 1,
+                "error_examples": [planted],
+                "deterministic": False,
+                "models": ["openai/x"],
+                "dimensions": [
+                    {"dimension": planted, "ordinal": False, "no_verdict": 0, "exact": exact, "lenient": None}
+                ],
+            }
+        },
+        "duration_s": 0.1,
+        "calls": {"requests": 30, "retries": 0, "failures": 0},
+    }
+    html = render_calibration_html(result)
+    assert planted not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert len(re.findall(r"<script\b", html)) == 1 and 'class="sim-note"' not in html
+    table = html[html.index('id="tbl-cm-0-0"') :]
+    table = table[: table.index("</table>")]
+    assert re.findall(r">(\d+)<", table) == ["4", "1", "5", "2", "3", "5"]
+    assert "1 examples gave a judge or provider error" in html
 
 
 def test_calibrate_without_a_model_runs_the_deterministic_judges_only(

@@ -56,8 +56,26 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run / REPORT_HTML
 
 
+KINDS = {
+    # scenario: (overrides, plots, the table whose rows are checked, its rows, a verdict to filter by)
+    "casebench": (["replicates=1"], 5, "tbl-cases-success", 6, "mcq correct"),
+    "remath": (["items.0.limit=15"], 5, "tbl-remath-conditions", 4, "reply preferred"),
+}
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def kind_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The shipped cases and remediation scenarios, cut down (135 and 90 episodes)."""
+    found = {}
+    for name, (overrides, *_) in KINDS.items():
+        scenario = engine.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=overrides)
+        found[name] = Path(engine.run_sync(scenario, out=tmp_path_factory.mktemp(name)).run_dir) / REPORT_HTML
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser(report: Path, kind_reports: dict[str, Path]) -> Iterator[Any]:
+    """Launched after the module's runs: a run needs an event loop that Playwright's would block."""
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         yield launched
@@ -143,3 +161,36 @@ def test_transcripts_show_backtracks_votes_and_escaped_text(page: Any) -> None:
     planted.locator(":scope > summary").click()
     assert planted.get_by_text(PLANTED, exact=True).is_visible()
     assert page.evaluate("typeof window.pwned") == "undefined"
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_cases_and_remath_reports_render_and_filter(name: str, kind_reports: dict[str, Path], browser: Any) -> None:
+    """The cases and ReMath sections draw their plots and tables, and their verdicts filter the episodes."""
+    _, plots_expected, table_id, rows, verdict = KINDS[name]
+    report = kind_reports[name]
+    context = browser.new_context(viewport={"width": 1280, "height": 1400})
+    opened = context.new_page()
+    problems: list[str] = []
+    requests: list[str] = []
+    opened.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+    opened.on("pageerror", lambda e: problems.append(str(e)))
+    opened.on("request", lambda r: requests.append(r.url))
+    opened.goto(report.as_uri())
+    opened.wait_for_load_state("load")
+    plots = opened.locator("svg.plot-svg")
+    assert plots.count() == plots_expected
+    for index in range(plots_expected):
+        box = plots.nth(index).bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 150
+    assert opened.locator(f"#{table_id} tbody tr").count() == rows and opened.locator(f"#{table_id}").is_visible()
+    total = int(_count(opened).split()[-2])
+    opened.select_option("select[data-filter='verdict']", verdict)
+    shown = int(_count(opened).split()[0])
+    assert 0 < shown < total
+    verdicts = opened.eval_on_selector_all(".episode:not([hidden])", "els => els.map(e => e.dataset.verdict)")
+    assert set(verdicts) == {verdict}
+    opened.click("#episode-reset")
+    ARTIFACTS.mkdir(exist_ok=True)
+    opened.screenshot(path=str(ARTIFACTS / f"report-{name}.png"))
+    context.close()
+    assert problems == [] and requests == [report.as_uri()]
