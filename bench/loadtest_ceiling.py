@@ -25,8 +25,6 @@ import argparse
 import logging
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ import orjson
 import structlog
 
 import engine
-from bench.transport_ceiling import ROOT, _bare_aiohttp, _base_url, _drive, _free_port, _histories, _openai_sdk
+from bench.transport_ceiling import ROOT, _bare_aiohttp, _drive, _histories, _openai_sdk, serve_in_subprocess
 from engine.loadtest import LoadConfig
 from engine.loadtest.metrics import summarize
 from engine.loadtest.run import load_items
@@ -163,18 +161,9 @@ def main() -> None:
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--host", "127.0.0.1", "--port", str(_free_port())],
-        stdout=subprocess.PIPE,
-        cwd=ROOT,
-    )
-    try:
-        base_url = _base_url(server)
-        print(f"server: simrun serve at {base_url}, zero latency, in process {server.pid}\n")
+    with serve_in_subprocess() as (base_url, _):
+        print()
         anyio.run(_main, base_url, args, backend="asyncio")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 if __name__ == "__main__":

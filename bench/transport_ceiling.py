@@ -44,8 +44,8 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -396,6 +396,27 @@ def _base_url(server: subprocess.Popen[bytes]) -> str:
     return found.group(0)
 
 
+@contextmanager
+def serve_in_subprocess() -> Iterator[tuple[str, int]]:
+    """`simrun serve` at zero latency in its own process (never on the measuring loop): (base URL, pid)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "engine", "serve", "--host", "127.0.0.1", "--port", str(_free_port())],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        base_url = _base_url(server)
+        print(f"server: simrun serve at {base_url}, zero latency, in process {server.pid}")
+        yield base_url, server.pid
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000, help="measured requests per transport (3000)")
@@ -412,22 +433,8 @@ def main() -> None:
         f"orjson {_version('orjson')}, anyio {_version('anyio')}"
     )
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--host", "127.0.0.1", "--port", str(_free_port())],
-        stdout=subprocess.PIPE,
-        cwd=ROOT,
-    )
-    try:
-        base_url = _base_url(server)
-        print(f"server: simrun serve at {base_url}, zero latency, in process {server.pid}")
-        results = anyio.run(_run, base_url, server.pid, names, args, backend="asyncio")
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+    with serve_in_subprocess() as (base_url, pid):
+        results = anyio.run(_run, base_url, pid, names, args, backend="asyncio")
     _report(results, args)
 
 

@@ -20,7 +20,7 @@ import orjson
 from markupsafe import Markup
 
 from .errors import ScenarioError
-from .paired import MEANINGFUL_R, friedman_then_pairwise, paired_contrast
+from .paired import MEANINGFUL_R, contrast_rows
 from .plan import derive_seed
 from .plugins import SUMMARIZERS
 from .records import EpisodeRecord
@@ -202,29 +202,9 @@ def _rows_for(
     means = {label: _nanmean(values) for label, values in columns.items()}
     base = {"metric": metric, "condition": condition, "means": means}
     cell_seed = derive_seed(seed, "compare", metric, condition)
-    if len(labels) == 2:
-        a, b = labels
-        contrast = paired_contrast(columns[b], columns[a], a_name=b, b_name=a, seed=cell_seed)
-        return [{**base, "test": "wilcoxon", **contrast.as_dict()}]
-    omnibus = friedman_then_pairwise(columns, seed=cell_seed)
-    head = {
-        **base,
-        "test": "friedman",
-        "a": " · ".join(labels),
-        "b": "",
-        "n": omnibus.n,
-        "status": omnibus.status,
-        "statistic": omnibus.statistic,
-        "p": omnibus.p,
-        "p_adjusted": omnibus.p,
-        "r": None,
-        "ci_low": None,
-        "ci_high": None,
-        "mean_diff": None,
-        "meaningful": False,
-        "violation": False,
-    }
-    return [head, *({**base, "test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise)]
+    # two runs: the later against the first, so a positive difference reads "B is higher"
+    family = {label: columns[label] for label in (reversed(labels) if len(labels) == 2 else labels)}
+    return [{**base, **row} for row in contrast_rows(family, seed=cell_seed)]
 
 
 def _nanmean(values: Sequence[float]) -> float | None:

@@ -28,6 +28,7 @@ __all__ = (
     "Contrast",
     "Mismatch",
     "Omnibus",
+    "contrast_rows",
     "friedman_then_pairwise",
     "mismatch_contrasts",
     "paired_contrast",
@@ -382,6 +383,37 @@ def friedman_then_pairwise(
             contrast = replace(contrast, p_adjusted=min(1.0, contrast.p * len(pairs)))
         pairwise.append(contrast)
     return Omnibus(levels, n, "ok", statistic, p, tuple(pairwise))
+
+
+def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[dict[str, Any]]:
+    """The table rows of one family of levels, in the caller's level order: a Wilcoxon row for two levels
+    (the first against the second), or the Friedman row followed by its Bonferroni pairwise rows for more."""
+    levels = list(columns)
+    if len(levels) < 2:
+        return []
+    if len(levels) == 2:
+        a, b = levels
+        return [
+            {"test": "wilcoxon", **paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed).as_dict()}
+        ]
+    omnibus = friedman_then_pairwise(columns, seed=seed)
+    head = {
+        "test": "friedman",
+        "a": " · ".join(levels),
+        "b": "",
+        "n": omnibus.n,
+        "status": omnibus.status,
+        "statistic": omnibus.statistic,
+        "p": omnibus.p,
+        "p_adjusted": omnibus.p,
+        "r": None,
+        "ci_low": None,
+        "ci_high": None,
+        "mean_diff": None,
+        "meaningful": False,
+        "violation": False,
+    }
+    return [head, *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise)]
 
 
 def mismatch_contrasts(

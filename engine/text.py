@@ -8,11 +8,86 @@ from typing import Any
 
 import orjson
 
-__all__ = ("mentions_answer", "numbers_in", "parse_json_object", "word_count")
+__all__ = ("STOPWORDS", "content_words", "mentions_answer", "numbers_in", "parse_json_object", "word_count")
 
 _NUMBER = re.compile(r"(?<![\w.])[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])[-−]?\d+(?:\.\d+)?(?![\w])")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _NUMERIC_ANSWER = re.compile(r"^-?\d+(?:\.\d+)?$")
+STOPWORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "can't",
+        "do",
+        "does",
+        "don't",
+        "each",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "him",
+        "his",
+        "how",
+        "i",
+        "i'm",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "it's",
+        "its",
+        "just",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "one",
+        "or",
+        "our",
+        "she",
+        "so",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "they",
+        "this",
+        "to",
+        "up",
+        "us",
+        "was",
+        "we",
+        "what",
+        "when",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+    )
+)
+"""Function words left out when texts are compared by the words they share."""
+_WORD = re.compile(r"[a-z][a-z']+")
 
 
 def numbers_in(text: str) -> list[Decimal]:
@@ -52,3 +127,8 @@ def parse_json_object(text: str) -> Any:
         if start == -1 or end <= start:
             raise
         return orjson.loads(cleaned[start : end + 1])
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case words of `text` without stop words: what lexical similarity and the sim judges compare."""
+    return [word for word in _WORD.findall(text.lower()) if word not in STOPWORDS]

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import MEANINGFUL_R, friedman_then_pairwise, mismatch_contrasts, paired_contrast
+from engine.paired import MEANINGFUL_R, contrast_rows, mismatch_contrasts
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_html import fairness_html
@@ -155,31 +155,7 @@ class FairnessSummarizer:
             cells = {(s, p): columns.get(f"{s}/{p}", missing) for s, p in pairs}
             result = mismatch_contrasts(cells, seed=seed, first=first, second=second)
             return [{"test": name, **getattr(result, name).as_dict()} for name in MISMATCH_CONTRASTS]
-        if len(levels) == 2:
-            a, b = levels
-            return [
-                {"test": "wilcoxon", **paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed).as_dict()}
-            ]
-        if len(levels) > 2:
-            omnibus = friedman_then_pairwise(columns, seed=seed)
-            head = {
-                "test": "friedman",
-                "a": " · ".join(levels),
-                "b": "",
-                "n": omnibus.n,
-                "status": omnibus.status,
-                "statistic": omnibus.statistic,
-                "p": omnibus.p,
-                "p_adjusted": omnibus.p,
-                "r": None,
-                "ci_low": None,
-                "ci_high": None,
-                "mean_diff": None,
-                "meaningful": False,
-                "violation": False,
-            }
-            return [head, *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise)]
-        return []
+        return contrast_rows({level: columns[level] for level in levels}, seed=seed)
 
     @staticmethod
     def _max_abs_r(contrasts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ _LABEL_NAMES = {"error": "Task A · error type", "strategy": "Task B · strategy
 def _num(value: float | None, digits: int = 2) -> str | None:
     if value is None or math.isnan(value):
         return None
-    return f"{value:+.{digits}f}" if value < 0 else f"{value:.{digits}f}"
+    return f"{round(value, digits) or 0.0:.{digits}f}"  # `or`: no "-0.00"
 
 
 def _pct(value: float | None) -> str | None:

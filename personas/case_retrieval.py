@@ -13,7 +13,6 @@ hidden strategies, so a case's own answer key cannot leak into its neighbours' r
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy.typing as npt
 import orjson
 
 from engine import ScenarioError
+from engine.text import content_words
 
 if TYPE_CHECKING:
     from .cases import Case
@@ -34,82 +34,10 @@ Matrix = npt.NDArray[np.float64]
 SimilarityMethod = Callable[[Sequence[str], Sequence[str], "Path | None"], Matrix]
 """(case ids, case texts, vectors file) → square similarity matrix."""
 
-_WORD = re.compile(r"[a-z][a-z']+")
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "him",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "just",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "they",
-        "this",
-        "to",
-        "up",
-        "us",
-        "was",
-        "we",
-        "what",
-        "when",
-        "which",
-        "who",
-        "will",
-        "with",
-        "you",
-        "your",
-        "i'm",
-        "it's",
-        "don't",
-        "can't",
-    ]
-)
-
 
 def tokens(text: str) -> list[str]:
     """Lower-case content words (no stop words), the unit of lexical similarity."""
-    return [word for word in _WORD.findall(text.lower()) if word not in _STOPWORDS]
+    return content_words(text)
 
 
 def case_text(case: Case) -> str:

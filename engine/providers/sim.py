@@ -303,7 +303,7 @@ class SimChatModel(ChatModel):
     def check(cls, spec: ModelSpec, role: str) -> None:
         if spec.name not in _PARAMS or (spec.name == "embed") != (role == "embed"):
             raise ScenarioError(
-                f"model {spec.model!r} for role {role!r}: the sim provider's chat models are "
+                f"model {spec.model!r} for role {role!r}: the sim provider plays "
                 f"{', '.join('sim/' + name for name in _PARAMS if name != 'embed')}; sim/embed only embeds texts"
             )
 

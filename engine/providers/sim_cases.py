@@ -35,12 +35,12 @@ knob, and de-escalation follows the student's two chances.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
+from ..text import content_words
 from .base import ChatRequest
 from .sim_tasks import sim_task
 
@@ -51,7 +51,6 @@ __all__ = (
     "STAY_CALM",
     "applies",
     "best_criterion",
-    "content_words",
 )
 
 APPLIES_RECALL = 0.6
@@ -59,71 +58,6 @@ CHECK_RECALL = 0.5
 STAY_CALM = 0.9
 CALM_MARKERS = ("okay, i can try", "i guess i could", "fine, i'll give it", "that actually helps", "can we do just")
 
-_WORD = re.compile(r"[a-z][a-z']+")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "can",
-        "do",
-        "for",
-        "from",
-        "has",
-        "have",
-        "he",
-        "her",
-        "him",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "they",
-        "this",
-        "to",
-        "up",
-        "us",
-        "was",
-        "we",
-        "what",
-        "when",
-        "which",
-        "who",
-        "with",
-        "you",
-        "your",
-        "each",
-        "one",
-    ]
-)
 
 _IMMEDIATE_VOICE = ("Right now I would {s}", "In this moment I'd {s}", "My next move: I would {s}")
 _LONG_TERM_VOICE = ("Over the next few weeks I would {s}", "As a longer-term plan, I would {s}")
@@ -154,22 +88,22 @@ _ESCALATED: Mapping[str, Sequence[str]] = {
 _GENERIC_ESCALATED = ("No. I don't want to.", "Whatever.")
 
 
-def content_words(text: str) -> set[str]:
-    return {word for word in _WORD.findall(text.lower()) if word not in _STOP}
+def _words(text: str) -> set[str]:
+    return set(content_words(text))
 
 
 def applies(text: str, strategy: str) -> bool:
     """Whether `text` carries at least `APPLIES_RECALL` of the strategy's content words."""
-    wanted = content_words(strategy)
-    return bool(wanted) and len(wanted & content_words(text)) / len(wanted) >= APPLIES_RECALL
+    wanted = _words(strategy)
+    return bool(wanted) and len(wanted & _words(text)) / len(wanted) >= APPLIES_RECALL
 
 
 def best_criterion(strategy: str, criteria: Sequence[Mapping[str, Any]]) -> int | None:
     """Index of the criterion whose name and check share the most content words with `strategy` (Jaccard)."""
-    words = content_words(strategy)
+    words = _words(strategy)
     best, best_score = None, 0.0
     for index, criterion in enumerate(criteria):
-        other = content_words(f"{criterion.get('name', '')} {criterion.get('check', '')}")
+        other = _words(f"{criterion.get('name', '')} {criterion.get('check', '')}")
         union = words | other
         score = len(words & other) / len(union) if union else 0.0
         if score > best_score:
@@ -250,8 +184,8 @@ def case_checklist(request: ChatRequest, rng: random.Random, knobs: Any) -> str:
                 earned.add(index)
     else:
         for index, criterion in enumerate(criteria):
-            wanted = content_words(str(criterion.get("check", "")))
-            if wanted and len(wanted & content_words(response)) / len(wanted) >= CHECK_RECALL:
+            wanted = _words(str(criterion.get("check", "")))
+            if wanted and len(wanted & _words(response)) / len(wanted) >= CHECK_RECALL:
                 earned.add(index)
     scores = []
     for index, criterion in enumerate(criteria):

@@ -1,7 +1,8 @@
 """report.html in a real browser: headless Debian Chromium driven by Playwright (no browser download).
 
 Skips, saying why, when Playwright or /usr/bin/chromium is missing (`.ci/run` installs Chromium with apt-get).
-Screenshots are kept in tests/artifacts/ (ignored by git): report-top.png and report-transcript.png.
+Screenshots are kept in tests/artifacts/ (ignored by git): report-top.png, report-transcript.png,
+report-casebench.png and report-remath.png.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import pytest
 from engine import SUMMARIZERS, EpisodeRecord, load_scenario, run_sync
 from engine.cli import main
 from engine.report import REPORT_HTML
+from engine.report_html import EpisodeScores, EpisodeVerdict
 from judges.cases_html import cases_html, rate_cell
 from judges.cases_summary import episode_scores
 
@@ -63,15 +64,17 @@ def test_verdicts_and_scores_name_each_task_outcome(run: Path) -> None:
     """The transcripts filter offers each task's outcome; compare scores are NaN where a task does not measure."""
     html = (run / REPORT_HTML).read_text(encoding="utf-8")
     summarizer = SUMMARIZERS.get("cases")
+    assert isinstance(summarizer, EpisodeVerdict) and isinstance(summarizer, EpisodeScores)
     records = _records(run)
-    verdicts = {summarizer.episode_verdict(r) for r in records}  # type: ignore[attr-defined]
+    verdicts = {summarizer.episode_verdict(r) for r in records}
     assert {"success", "no criterion met", "mcq correct", "mcq wrong", "de-escalated", "not de-escalated"} <= verdicts
     for verdict in verdicts:
         assert f'<option value="{verdict}">{verdict}</option>' in html
     for record in records:
-        scores = episode_scores(record)
+        scores = summarizer.episode_scores(record)
+        assert scores == episode_scores(record)
         measured = {k for k, v in scores.items() if not math.isnan(v)}
-        task = record.metrics["task"]
+        task = str(record.metrics["task"])
         expected = {
             "open": {"success", "criteria_rate"},
             "interactive": {"success", "criteria_rate", "deescalated"},

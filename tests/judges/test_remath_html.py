@@ -13,6 +13,7 @@ import pytest
 from engine import SUMMARIZERS, EpisodeRecord, load_scenario, run_sync
 from engine.cli import main
 from engine.report import REPORT_HTML
+from engine.report_html import EpisodeScores, EpisodeVerdict
 from judges.remath_html import SCORES
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "remath.yaml"
@@ -64,11 +65,12 @@ def test_report_has_confusion_heatmaps_intervals_and_differences(run: Path) -> N
 def test_verdicts_and_scores(run: Path) -> None:
     """Tasks A/B are right or wrong against the expert; Task C says who the judge preferred."""
     summarizer = SUMMARIZERS.get("remediation")
+    assert isinstance(summarizer, EpisodeVerdict) and isinstance(summarizer, EpisodeScores)
     records = _records(run)
     html = (run / REPORT_HTML).read_text(encoding="utf-8")
     for record in records:
-        verdict = summarizer.episode_verdict(record)  # type: ignore[attr-defined]
-        scores = summarizer.episode_scores(record)  # type: ignore[attr-defined]
+        verdict = summarizer.episode_verdict(record)
+        scores = summarizer.episode_scores(record)
         assert f'<option value="{verdict}">' in html
         task = record.condition["task"]
         if task == "error":
