@@ -20,7 +20,7 @@ import orjson
 from markupsafe import Markup
 
 from .errors import ScenarioError
-from .paired import MEANINGFUL_R, contrast_rows
+from .paired import MEANINGFUL_R, contrast_rows, format_effect, format_p
 from .plan import derive_seed
 from .plugins import SUMMARIZERS
 from .records import EpisodeRecord
@@ -254,18 +254,6 @@ def compare_runs(paths: Sequence[Path]) -> Comparison:
     return result
 
 
-def _effect(c: Mapping[str, Any]) -> str:
-    if c["status"] != "ok":
-        return "insufficient (< 15 pairs)"
-    if c["r"] is None:
-        return f"Friedman χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
-    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]"
-
-
-def _p(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
-
-
 def _mean(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
@@ -305,11 +293,12 @@ def render_markdown(comparison: Comparison) -> str:
         "|---|---|" + "---|" * len(labels) + "---|---|---|---|---|",
     ]
     for c in comparison.contrasts:
-        effect = _effect(c)
+        effect = format_effect(c)
         means = " | ".join(_mean(c["means"][label]) for label in labels)
         lines.append(
             f"| {c['condition']} | {c['metric']} | {means} | {_contrast_label(c)} | "
-            f"{f'**{effect}**' if c['violation'] else effect} | {_p(c['p'])} | {_p(c['p_adjusted'])} | {c['n']} |"
+            f"{f'**{effect}**' if c['violation'] else effect} | {format_p(c['p'])} | "
+            f"{format_p(c['p_adjusted'])} | {c['n']} |"
         )
     if comparison.changed_verdicts_total:
         lines += [
@@ -392,9 +381,9 @@ def render_html(comparison: Comparison) -> str:
                 c["metric"],
                 *(_mean(c["means"][label]) for label in labels),
                 _contrast_label(c),
-                _effect(c),
-                _p(c["p"]),
-                _p(c["p_adjusted"]),
+                format_effect(c),
+                format_p(c["p"]),
+                format_p(c["p_adjusted"]),
                 c["n"],
             ]
             for c in comparison.contrasts

@@ -29,6 +29,8 @@ __all__ = (
     "Mismatch",
     "Omnibus",
     "contrast_rows",
+    "format_effect",
+    "format_p",
     "friedman_then_pairwise",
     "mismatch_contrasts",
     "paired_contrast",
@@ -414,6 +416,19 @@ def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[
         "violation": False,
     }
     return [head, *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise)]
+
+
+def format_effect(row: Mapping[str, Any], unit: str = "pairs") -> str:
+    """A contrast row's effect for a report: r with its CI, Friedman's χ², or why nothing was tested."""
+    if row["status"] != "ok":
+        return f"insufficient (< {MIN_PAIRS} {unit})"
+    if row["r"] is None:
+        return f"Friedman χ² = {row['statistic']:.2f}" if row.get("statistic") is not None else "–"
+    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+
+
+def format_p(value: float | None) -> str:
+    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
 def mismatch_contrasts(

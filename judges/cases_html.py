@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.paired import MEANINGFUL_R
+from engine.paired import MEANINGFUL_R, format_effect, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
 if TYPE_CHECKING:
@@ -31,10 +31,6 @@ def rate_cell(row: Mapping[str, Any] | None) -> str:
 
 def _pct(value: float | None) -> str | None:
     return None if value is None else f"{value:.0%}"
-
-
-def _p(value: float | None) -> str | None:
-    return None if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
 def _intervals(
@@ -193,7 +189,7 @@ def _mcq(data: Mapping[str, Any]) -> Markup:
                 r["challenge_type"],
                 rate_cell(r),
                 _pct(r["chance"]),
-                _p(r["p_vs_chance"]),
+                format_p(r["p_vs_chance"]),
                 r["invalid"],
             )
             for r in ordered
@@ -208,12 +204,6 @@ def _mcq(data: Mapping[str, Any]) -> Markup:
         "binomial test; an invalid answer counts as wrong.",
         numbers=numbers,
     )
-
-
-def _effect(row: Mapping[str, Any]) -> str:
-    if row["status"] != "ok" or row["r"] is None:
-        return "insufficient (< 15 cases)"
-    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
 
 
 def _signed(value: float | None, metric: str) -> str | None:
@@ -235,8 +225,8 @@ def _reference_gain(data: Mapping[str, Any]) -> Markup:
                 None if r["mean_none"] is None else round(r["mean_none"], 3),
                 None if r["mean_retrieved"] is None else round(r["mean_retrieved"], 3),
                 _signed(r["gain"], r["metric"]),
-                _effect(r),
-                _p(r["p"]),
+                format_effect(r, "cases"),
+                format_p(r["p"]),
                 r["n"],
             )
             for r in rows

@@ -24,7 +24,7 @@ from rich.text import Text
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import paired_contrast
+from engine.paired import format_effect, format_p, paired_contrast
 from engine.stats import rate
 
 from .cases_html import cases_html
@@ -303,7 +303,7 @@ class CasesSummarizer:
         for row in data["mcq"]:
             lines.append(
                 f"| {row['variant']} | {row['response']} | {row['challenge_type']} | {_rate(row)} | {row['n']} | "
-                f"{_pct(row['chance'])} | {_p(row['p_vs_chance'])} | {row['invalid']} |"
+                f"{_pct(row['chance'])} | {format_p(row['p_vs_chance'])} | {row['invalid']} |"
             )
         lines += [
             "",
@@ -321,7 +321,7 @@ class CasesSummarizer:
         for row in data["reference_gain"]:
             lines.append(
                 f"| {row['metric']} | {row['response']} | {_pct(row['mean_none'])} | {_pct(row['mean_retrieved'])} | "
-                f"{_signed(row['gain'])} | {_effect(row)} | {_p(row['p'])} | {row['n']} |"
+                f"{_signed(row['gain'])} | {format_effect(row, 'cases')} | {format_p(row['p'])} | {row['n']} |"
             )
         lines += [
             "",
@@ -381,7 +381,7 @@ class CasesSummarizer:
                             _rate(row),
                             str(row["n"]),
                             _pct(row["chance"]),
-                            _p(row["p_vs_chance"]),
+                            format_p(row["p_vs_chance"]),
                             str(row["invalid"]),
                         ),
                     )
@@ -399,8 +399,8 @@ class CasesSummarizer:
                         _pct(row["mean_none"]),
                         _pct(row["mean_retrieved"]),
                         _signed(row["gain"]),
-                        _effect(row),
-                        _p(row["p"]),
+                        format_effect(row, "cases"),
+                        format_p(row["p"]),
                         str(row["n"]),
                     ),
                 )
@@ -503,10 +503,6 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:+.1f} pts"
 
 
-def _p(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
-
-
 def _rate(row: Mapping[str, Any]) -> str:
     if row.get("rate") is None:
         return "–"
@@ -515,12 +511,6 @@ def _rate(row: Mapping[str, Any]) -> str:
 
 def _cell(row: Mapping[str, Any] | None) -> str:
     return "–" if row is None else f"{_rate(row)} ({row['n']})"
-
-
-def _effect(row: Mapping[str, Any]) -> str:
-    if row["status"] != "ok" or row["r"] is None:
-        return "insufficient (< 15 cases)"
-    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
 
 
 SUMMARIZERS.add("cases", CasesSummarizer())

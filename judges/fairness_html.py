@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.paired import MEANINGFUL_R
+from engine.paired import MEANINGFUL_R, format_effect, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
 from .conversation_stats import CONVERSATION_STATS
@@ -24,18 +24,6 @@ METRICS = (*TURN_QUALITY_METRICS, *CONVERSATION_STATS)
 MISMATCH = ("matched", "mismatched", "perceived", "stated", "interaction")
 ALL_DOMAINS = "all"
 MAX_FOREST_ROWS = 60
-
-
-def _p(value: float | None) -> str | None:
-    return None if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
-
-
-def _effect(c: Mapping[str, Any]) -> str:
-    if c["status"] != "ok":
-        return "insufficient (< 15 pairs)"
-    if c["r"] is None:
-        return f"Friedman χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
-    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]"
 
 
 def _label(c: Mapping[str, Any]) -> str:
@@ -65,9 +53,9 @@ def _forest(contrasts: Sequence[Mapping[str, Any]], key: str, title: str) -> Mar
                 c["metric"],
                 _label(c),
                 c.get("test", ""),
-                _effect(c),
-                _p(c["p"]),
-                _p(c["p_adjusted"]),
+                format_effect(c),
+                format_p(c["p"]),
+                format_p(c["p_adjusted"]),
                 c["n"],
                 None if c.get("mean_diff") is None else round(c["mean_diff"], 4),
             ]
@@ -160,9 +148,9 @@ def _mismatch_panel(contrasts: Sequence[Mapping[str, Any]], means: Sequence[Mapp
             if contrast is None:
                 effects.append(None)
             elif contrast["violation"]:
-                effects.append(Markup('<strong class="viol">{}</strong>').format(_effect(contrast)))
+                effects.append(Markup('<strong class="viol">{}</strong>').format(format_effect(contrast)))
             else:
-                effects.append(_effect(contrast))
+                effects.append(format_effect(contrast))
         means_row: list[Cell] = [
             None if (v := cell_means[metric].get(f"{s}/{p}")) is None else round(v, 4) for s, p in cells
         ]
@@ -263,9 +251,9 @@ def fairness_html(data: Mapping[str, Any], *, chance_note: str, audit_labels: Ma
                             c["dimension"],
                             c["metric"],
                             _label(c),
-                            _effect(c),
-                            _p(c["p"]),
-                            _p(c["p_adjusted"]),
+                            format_effect(c),
+                            format_p(c["p"]),
+                            format_p(c["p_adjusted"]),
                             c["n"],
                         )
                         for c in others

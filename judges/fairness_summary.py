@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import MEANINGFUL_R, contrast_rows, mismatch_contrasts
+from engine.paired import MEANINGFUL_R, contrast_rows, format_p, mismatch_contrasts
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_html import fairness_html
@@ -295,7 +295,7 @@ class FairnessSummarizer:
                 c["metric"],
                 _name(c),
                 f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]",
-                _p(c["p"]),
+                format_p(c["p"]),
                 str(c["n"]),
             )
             violations.add_row(*map(Text, row))  # names come from data files: never console markup
@@ -330,7 +330,7 @@ def _contrast_table(contrasts: Sequence[Mapping[str, Any]]) -> list[str]:
         marked = f"**{effect}**" if c["violation"] else effect
         rows.append(
             f"| {c['domain']} | {c['channel']} | {c['dimension']} | {c['metric']} | {_name(c)} | {marked} | "
-            f"{_p(c['p'])} | {_p(c['p_adjusted'])} | {c['n']} |"
+            f"{format_p(c['p'])} | {format_p(c['p_adjusted'])} | {c['n']} |"
         )
     return rows
 
@@ -358,10 +358,6 @@ def _name(contrast: Mapping[str, Any]) -> str:
         return f"Friedman: {contrast['a']}"
     label = f"{contrast['a']} − {contrast['b']}"
     return f"{test}: {label}" if test in MISMATCH_CONTRASTS else label
-
-
-def _p(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
 def _share(value: float | None) -> str:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.paired import MEANINGFUL_R
+from engine.paired import MEANINGFUL_R, format_effect, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
 __all__ = ("SCORES", "remath_html")
@@ -28,10 +28,6 @@ def _num(value: float | None, digits: int = 2) -> str | None:
 
 def _pct(value: float | None) -> str | None:
     return None if value is None else f"{value:.0%}"
-
-
-def _p(value: float | None) -> str | None:
-    return None if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
 def _interval(cell: Mapping[str, Any]) -> str | None:
@@ -179,14 +175,6 @@ def _contrast(c: Mapping[str, Any]) -> str:
     return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
 
 
-def _effect(c: Mapping[str, Any]) -> str:
-    if c["status"] != "ok":
-        return "insufficient (< 15 items)"
-    if c["r"] is None:
-        return f"χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
-    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]"
-
-
 def _differences(rows: Sequence[Mapping[str, Any]]) -> Markup:
     if not rows:
         return paragraph("Fewer than two Task C conditions: nothing to compare.")
@@ -197,10 +185,10 @@ def _differences(rows: Sequence[Mapping[str, Any]]) -> Markup:
                 c["metric"],
                 c["test"],
                 _contrast(c),
-                _effect(c),
+                format_effect(c, "items"),
                 _num(c["mean_diff"], 3),
-                _p(c["p"]),
-                _p(c["p_adjusted"]),
+                format_p(c["p"]),
+                format_p(c["p_adjusted"]),
                 c["n"],
             )
             for c in rows

@@ -24,7 +24,7 @@ from rich.text import Text
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import friedman_then_pairwise, paired_contrast
+from engine.paired import contrast_rows, format_effect, format_p
 from engine.stats import rate
 
 from .remath_html import remath_html
@@ -132,33 +132,9 @@ class RemathSummarizer:
         for metric in ("preference", "overall"):
             cols = {g: columns[metric][g] for g in givens}
             cell_seed = derive_seed(seed, "remath", metric)
-            if len(givens) == 2:
-                a, b = givens[1], givens[0]
-                contrast = paired_contrast(cols[a], cols[b], a_name=a, b_name=b, seed=cell_seed)
-                found.append({"metric": metric, "test": "wilcoxon", **contrast.as_dict()})
-                continue
-            # Later conditions first, so a positive r reads "more information helps".
-            omnibus = friedman_then_pairwise({g: cols[g] for g in reversed(givens)}, seed=cell_seed)
-            found.append(
-                {
-                    "metric": metric,
-                    "test": "friedman",
-                    "a": " · ".join(givens),
-                    "b": "",
-                    "n": omnibus.n,
-                    "status": omnibus.status,
-                    "statistic": omnibus.statistic,
-                    "p": omnibus.p,
-                    "p_adjusted": omnibus.p,
-                    "r": None,
-                    "ci_low": None,
-                    "ci_high": None,
-                    "mean_diff": None,
-                    "meaningful": False,
-                    "violation": False,
-                }
-            )
-            found += [{"metric": metric, "test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise]
+            # later conditions first, so a positive r reads "more information helps"
+            later_first = {g: cols[g] for g in reversed(givens)}
+            found += [{"metric": metric, **row} for row in contrast_rows(later_first, seed=cell_seed)]
         return found
 
     def render_html(self, summary: Mapping[str, Any], /) -> Markup:
@@ -239,8 +215,9 @@ class RemathSummarizer:
             ]
             for c in data["differences"]:
                 lines.append(
-                    f"| {c['metric']} | {c['test']} | {_contrast(c)} | {_effect(c)} | {_num(c['mean_diff'])} | "
-                    f"{_p(c['p'])} | {_p(c['p_adjusted'])} | {c['n']} |"
+                    f"| {c['metric']} | {c['test']} | {_contrast(c)} | {format_effect(c, 'items')} | "
+                    f"{_num(c['mean_diff'])} | "
+                    f"{format_p(c['p'])} | {format_p(c['p_adjusted'])} | {c['n']} |"
                 )
         else:
             lines.append("Fewer than two Task C conditions: nothing to compare.")
@@ -286,7 +263,14 @@ class RemathSummarizer:
                 table.add_row(
                     *map(
                         Text,
-                        (c["metric"], _contrast(c), _effect(c), _num(c["mean_diff"]), _p(c["p_adjusted"]), str(c["n"])),
+                        (
+                            c["metric"],
+                            _contrast(c),
+                            format_effect(c, "items"),
+                            _num(c["mean_diff"]),
+                            format_p(c["p_adjusted"]),
+                            str(c["n"]),
+                        ),
                     )
                 )
             parts.append(table)
@@ -322,18 +306,6 @@ def _top(shares: Mapping[str, float]) -> str:
 
 def _contrast(c: Mapping[str, Any]) -> str:
     return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
-
-
-def _effect(c: Mapping[str, Any]) -> str:
-    if c["status"] != "ok":
-        return "insufficient (< 15 items)"
-    if c["r"] is None:
-        return f"χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
-    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]"
-
-
-def _p(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
 SUMMARIZERS.add("remediation", RemathSummarizer())
