@@ -6,6 +6,7 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Sequence
@@ -21,15 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .budget import Budget, price_of
-from .cache import cache_group
-from .calibrate import calibrate_command
-from .compare import compare_command
-from .embed import embed_command
 from .errors import ScenarioError
 from .loading import load_scenario
-from .loadtest import rebuild_summary
-from .loadtest.cli import loadtest_command
-from .loadtest.report import render_console as render_load
 from .logging import configure_console_logging
 from .plan import load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
@@ -38,9 +32,7 @@ from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
 from .runner import Runner, RunResult, preflight
-from .serve import serve_command
 from .spec import Scenario, key_variables
-from .view import view_command
 
 __all__ = ("main",)
 
@@ -49,10 +41,33 @@ EXIT_INTERRUPTED = 130
 
 
 class _RunByDefault(click.Group):
-    """`simrun SCENARIO` means `simrun run SCENARIO`."""
+    """`simrun SCENARIO` means `simrun run SCENARIO`; the other subcommands are imported when used.
+
+    Loading every subcommand's dependencies (aiohttp, scikit-learn, the HTTP server) on each start cost
+    about a second per command, so they are named here and imported on first use.
+    """
+
+    LAZY = {
+        "serve": "engine.serve:serve_command",
+        "loadtest": "engine.loadtest.cli:loadtest_command",
+        "cache": "engine.cache:cache_group",
+        "calibrate": "engine.calibrate:calibrate_command",
+        "view": "engine.view:view_command",
+        "compare": "engine.compare:compare_command",
+        "embed": "engine.embed:embed_command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            module, _, name = self.LAZY[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in self.commands and args[0] not in self.LAZY and not args[0].startswith("-"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -268,7 +283,10 @@ def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
     if run.read_manifest().get("kind") == "load":
-        Console().print(render_load(rebuild_summary(run)))
+        from .loadtest import rebuild_summary
+        from .loadtest.report import render_console
+
+        Console().print(render_console(rebuild_summary(run)))
     else:
         summary = write_report(run_dir)
         Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
@@ -291,13 +309,6 @@ def list_plugins() -> int:
     return 0
 
 
-cli.add_command(serve_command, name="serve")
-cli.add_command(loadtest_command)
-cli.add_command(cache_group)
-cli.add_command(calibrate_command)
-cli.add_command(view_command)
-cli.add_command(compare_command)
-cli.add_command(embed_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

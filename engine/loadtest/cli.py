@@ -6,6 +6,7 @@ the numbers) · 130 interrupted (what was measured so far is written).
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,12 @@ from rich.console import Console
 from ..errors import ScenarioError
 from .config import LoadConfig
 from .report import render_console
-from .run import run_load
+from .run import LoadResult, run_load
 
 __all__ = ("loadtest_command",)
 
 EXIT_INVALID = 3
+EXIT_INTERRUPTED = 130
 
 # flag name → config key (None: same name); each is applied only when given
 _FLAGS = {
@@ -116,11 +118,33 @@ def loadtest_command(config: Path | None, out: Path, **flags: Any) -> int:
         f"load test {settings.name}: {settings.arrival} → {settings.target} ({settings.model}), "
         f"transport {settings.transport}, {settings.workers} worker(s)"
     )
-    try:
-        result = anyio.run(lambda: run_load(settings, out=out))
-    except KeyboardInterrupt:
-        console.print("interrupted: what was measured so far is in the run folder")
-        return 130
+    result = anyio.run(_run_until_interrupted, settings, out, console)
+    if result is None:
+        console.print("abandoned: the run folder holds what was written")
+        return EXIT_INTERRUPTED
     console.print(render_console(result.summary))
     console.print(f"wrote {result.run_dir.path}: summary.json, requests.csv, report.md and report.html")
+    if result.summary["status"] == "interrupted":
+        return EXIT_INTERRUPTED
     return 0 if result.valid else EXIT_INVALID
+
+
+async def _run_until_interrupted(settings: LoadConfig, out: Path, console: Console) -> LoadResult | None:
+    """The first Ctrl-C ends the run and keeps what it measured; a second one abandons it (None)."""
+    stop = anyio.Event()
+    result = None
+    async with anyio.create_task_group() as group:
+
+        async def on_interrupt() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    if stop.is_set():
+                        group.cancel_scope.cancel()
+                        return
+                    console.print("stopping: requests in flight are cancelled, the results so far are written")
+                    stop.set()
+
+        group.start_soon(on_interrupt)
+        result = await run_load(settings, out=out, stop=stop)
+        group.cancel_scope.cancel()
+    return result

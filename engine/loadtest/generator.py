@@ -75,8 +75,12 @@ class Generator:
         worker: int = 0,
         workers: int = 1,
         step: int = 0,
+        stop: anyio.Event | None = None,
     ) -> None:
-        """`start` is the shared `time.perf_counter()` origin; `rate` overrides the config's (sweep steps)."""
+        """`start` is the shared `time.perf_counter()` origin; `rate` overrides the config's (sweep steps).
+
+        Setting `stop` ends the run at once, as the hard stop does: requests in flight become `cancelled` rows.
+        """
         self.config, self.transport, self.items = config, transport, items
         self.rate = rate if rate is not None else config.rate
         self.worker, self.workers, self.step = worker, workers, step
@@ -89,6 +93,7 @@ class Generator:
         quota = config.max_requests
         self._quota = None if quota is None else quota // workers + (worker < quota % workers)
         self._in_flight = 0
+        self._stop = stop
 
     def now(self) -> float:
         return time.perf_counter() - self._start
@@ -99,7 +104,9 @@ class Generator:
         hard_stop = config.duration_s + config.grace_s if config.duration_s is not None else math.inf
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._monitor)
-            with anyio.move_on_after(hard_stop - self.now()):
+            with anyio.move_on_after(hard_stop - self.now()) as scope:
+                if self._stop is not None:
+                    outer.start_soon(self._stop_on_request, self._stop, scope)
                 async with anyio.create_task_group() as conversations:
                     if config.open_loop:
                         await self._arrivals(conversations)
@@ -112,6 +119,11 @@ class Generator:
                 record.error = "cancelled"
         health.cpu_s, health.wall_s = time.process_time() - cpu, self.now()
         return health
+
+    @staticmethod
+    async def _stop_on_request(stop: anyio.Event, scope: anyio.CancelScope) -> None:
+        await stop.wait()
+        scope.cancel()
 
     def _may_schedule(self, at: float) -> bool:
         if self.config.duration_s is not None and at >= self.config.duration_s:
@@ -176,6 +188,7 @@ class Generator:
             record = RequestRecord(
                 conversation=index, turn=turn, worker=self.worker, step=self.step, attempt=attempt,
                 messages=len(messages), scheduled=scheduled,
+                warmup=(scheduled if scheduled is not None else self.now()) < config.warmup_s,
             )  # fmt: skip
             if self._limiter is None:
                 reply = await self._send(messages, record)
@@ -194,8 +207,6 @@ class Generator:
             reply = await self.transport.send(messages, record, self.now)
         finally:
             self._in_flight -= 1
-        origin = record.scheduled if record.scheduled is not None else record.dispatched
-        record.warmup = origin < self.config.warmup_s
         return reply
 
     async def _student_turn(self, item: Item, reply: str, index: int, turn: int) -> str:

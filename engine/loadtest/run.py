@@ -66,8 +66,11 @@ def combine(config: LoadConfig, steps: list[dict[str, Any]], *, status: str) -> 
     return summary | {"steps": steps, "valid": all(step["gates"]["valid"] for step in steps[: len(passed) + 1])}
 
 
-async def run_load(config: LoadConfig, *, out: Path = Path("runs")) -> LoadResult:
-    """Run the load test and write manifest.json, requests.csv, client_health.json, summary.json, report.md."""
+async def run_load(config: LoadConfig, *, out: Path = Path("runs"), stop: anyio.Event | None = None) -> LoadResult:
+    """Run the load test and write manifest.json, requests.csv, client_health.json, summary.json and the reports.
+
+    Setting `stop` ends the run early (status `interrupted`); everything measured until then is written.
+    """
     items = load_items(config)
     run_dir = RunDir.create(out, config.name)
     manifest: dict[str, Any] = {
@@ -87,10 +90,13 @@ async def run_load(config: LoadConfig, *, out: Path = Path("runs")) -> LoadResul
     status = "finished"
     try:
         for step, rate in enumerate(rates):
-            found, health = await run_step(config, items, rate=rate, step=step)
+            found, health = await run_step(config, items, rate=rate, step=step, stop=stop)
             rows += found
             healths += health
             steps.append(summarize(config, found, health, rate=rate))
+            if stop is not None and stop.is_set():
+                status = "interrupted"
+                break
             if config.sweep is not None and not step_passes(config, steps[-1]):
                 break
     except BaseException:

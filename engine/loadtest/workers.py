@@ -9,6 +9,7 @@ they are. A worker is `python -m engine.loadtest.workers N`: the job in on stdin
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -34,14 +35,14 @@ START_LEAD_S = 0.2
 
 async def run_in_process(
     config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, worker: int = 0,
-    workers: int = 1, start: float | None = None,
+    workers: int = 1, start: float | None = None, stop: anyio.Event | None = None,
 ) -> tuple[list[RequestRecord], Health]:  # fmt: skip
     connections = max(64, (config.max_in_flight or config.concurrency or 1000) // workers + 1)
     transport = open_transport(config, connections)
     try:
         generator = Generator(
             config, transport, items, start=start if start is not None else time.perf_counter(),
-            rate=rate, worker=worker, workers=workers, step=step,
+            rate=rate, worker=worker, workers=workers, step=step, stop=stop,
         )  # fmt: skip
         health = await generator.run()
     finally:
@@ -51,15 +52,16 @@ async def run_in_process(
 
 
 async def run_step(
-    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int
+    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None
 ) -> tuple[list[RequestRecord], list[Health]]:
     """One run (or one sweep step) on `config.workers` processes; rows sorted by send time.
 
     Each worker reports ready once imported; only then is the shared start set, a moment ahead, so a slow
-    start-up (imports on a busy machine) cannot make the first arrivals late.
+    start-up (imports on a busy machine) cannot make the first arrivals late. Setting `stop` ends the step
+    early everywhere (workers get SIGTERM) and still returns every row measured.
     """
     if config.workers == 1:
-        rows, health = await run_in_process(config, items, rate=rate, step=step)
+        rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop)
         return rows, [health]
     job = orjson.dumps(
         {"config": config.model_dump(mode="json"), "items": [item.model_dump(mode="json") for item in items],
@@ -77,19 +79,25 @@ async def run_step(
             assert process.stdin is not None and process.stdout is not None and process.stderr is not None
             await process.stdin.send(job + b"\n")
             received = await _read_until_newline(process.stdout)
+            ready += 1  # a worker that died counts too, so the others are not left waiting for it
+            if ready == config.workers:
+                start_wall.append(time.time() + START_LEAD_S)
+                all_ready.set()
+            await all_ready.wait()
             if received is not None:
-                ready += 1
-                if ready == config.workers:
-                    start_wall.append(time.time() + START_LEAD_S)
-                    all_ready.set()
-                await all_ready.wait()
                 await process.stdin.send(orjson.dumps(start_wall[0]) + b"\n")
             await process.stdin.aclose()
             output, errors = bytearray(), bytearray()
-            async with anyio.create_task_group() as drain:  # both pipes at once, so neither can fill and block
-                drain.start_soon(_drain, process.stdout, output)
-                drain.start_soon(_drain, process.stderr, errors)
+            async with anyio.create_task_group() as watch:
+                if stop is not None:
+                    watch.start_soon(_terminate_on, stop, process)
+                async with anyio.create_task_group() as drain:  # both pipes at once, so neither fills and blocks
+                    drain.start_soon(_drain, process.stdout, output)
+                    drain.start_soon(_drain, process.stderr, errors)
+                watch.cancel_scope.cancel()
             if await process.wait() != 0 or received is None:
+                if stop is not None and stop.is_set():
+                    return  # stopped before it could start measuring: nothing to merge
                 raise ScenarioError(f"load worker {worker} failed: {errors.decode(errors='replace')[-800:]}")
         results.append(_decode(orjson.loads(output)))
 
@@ -98,6 +106,11 @@ async def run_step(
             group.start_soon(spawn, worker)
     rows = sorted((row for found, _ in results for row in found), key=lambda row: row.dispatched)
     return rows, sorted((health for _, health in results), key=lambda health: health.worker)
+
+
+async def _terminate_on(stop: anyio.Event, process: anyio.abc.Process) -> None:
+    await stop.wait()
+    process.terminate()  # the worker stops as on its hard stop and still writes its rows
 
 
 async def _drain(stream: anyio.abc.ByteReceiveStream, into: bytearray) -> None:
@@ -124,6 +137,13 @@ def _decode(data: dict[str, Any]) -> tuple[list[RequestRecord], Health]:
     return [RequestRecord(*row) for row in data["rows"]], Health(**data["health"])
 
 
+async def _set_on_sigterm(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            stop.set()
+            return
+
+
 def _worker_main(worker: int) -> None:
     job = orjson.loads(sys.stdin.buffer.readline())
     config = LoadConfig.model_validate(job["config"])
@@ -134,10 +154,17 @@ def _worker_main(worker: int) -> None:
     start = time.perf_counter() + (start_wall - time.time())
 
     async def main() -> tuple[list[RequestRecord], Health]:
-        return await run_in_process(
-            config, items, rate=job["rate"], step=job["step"], worker=worker, workers=config.workers, start=start
-        )
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(_set_on_sigterm, stop)
+            found = await run_in_process(
+                config, items, rate=job["rate"], step=job["step"], worker=worker, workers=config.workers,
+                start=start, stop=stop,
+            )  # fmt: skip
+            group.cancel_scope.cancel()
+        return found
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the coordinator, which stops us with SIGTERM
     rows, health = anyio.run(main)
     sys.stdout.buffer.write(_encode(rows, health))
 

@@ -6,15 +6,18 @@ sharing the loop does not move the figures past the tolerances used here.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from engine.loadtest.config import LoadConfig
 from engine.loadtest.generator import Health
 from engine.loadtest.metrics import summarize
 from engine.loadtest.records import RequestRecord
-from engine.loadtest.run import load_items
+from engine.loadtest.report import read_requests
+from engine.loadtest.run import load_items, run_load
 from engine.loadtest.workers import run_in_process, run_step
 from engine.serve import LoopbackServer, ServeOptions, ServerStats
 
@@ -137,3 +140,28 @@ async def test_worker_processes_split_the_conversations_and_merge() -> None:
     assert all(row.conversation % 2 == row.worker for row in rows)
     assert sorted(row.conversation for row in rows) == list(range(10))  # the schedule, split without loss
     assert stats.requests == len(rows) and summary["requests"]["ok"] == len(rows)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_stopping_early_keeps_every_row_measured(workers: int, tmp_path: Path) -> None:
+    """`stop` ends a long run within moments, in-flight requests become `cancelled` rows, nothing is lost."""
+    async with LoopbackServer(ServeOptions(latency_s=0.05)) as server:
+        config = LoadConfig(
+            target=server.base_url, model="sim-tutor", arrival="constant", rate=20.0, duration_s=60.0, turns=1,
+            workers=workers,
+        )  # fmt: skip
+        stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+
+            async def stop_soon() -> None:
+                await anyio.sleep(2.0 if workers > 1 else 0.5)  # workers need a moment to start
+                stop.set()
+
+            group.start_soon(stop_soon)
+            result = await run_load(config, out=tmp_path, stop=stop)
+        stats = server.stats
+    assert result.summary["status"] == "interrupted"
+    rows = read_requests(result.run_dir.path / "requests.csv")
+    assert rows and len(rows) == stats.requests
+    assert {row.worker for row in rows} == set(range(workers))
+    assert all(row.ok or row.error == "cancelled" for row in rows)

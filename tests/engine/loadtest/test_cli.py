@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +96,23 @@ def test_an_unknown_key_in_the_file_is_named(tmp_path: Path, capsys: pytest.Capt
 def test_running_a_load_test_file_as_a_scenario_points_to_loadtest(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(SCENARIO)]) == 2
     assert "simrun loadtest" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_the_run_and_keeps_what_it_measured(server: LoopbackServer, tmp_path: Path) -> None:
+    """The first SIGINT ends a 60 s run at once: exit 130, status interrupted, the rows so far written."""
+    args = ["--target", server.base_url, "--model", "sim-tutor", "--rate", "20", "--duration", "60", "--turns", "1"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine", "loadtest", *args, "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    assert b"load test" in process.stdout.readline()  # started (imports done, signal handler installed next)
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 130, output
+    run = _run_dir(tmp_path)
+    summary = orjson.loads((run / "summary.json").read_bytes())
+    assert summary["status"] == "interrupted" and summary["requests"]["sent"] > 0
+    assert len(read_requests(run / "requests.csv")) == summary["requests"]["sent"]
