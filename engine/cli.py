@@ -309,8 +309,6 @@ def list_plugins() -> int:
     return 0
 
 
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     try:

@@ -132,7 +132,8 @@ def loadtest_command(config: Path | None, out: Path, **flags: Any) -> int:
 async def _run_until_interrupted(settings: LoadConfig, out: Path, console: Console) -> LoadResult | None:
     """The first Ctrl-C ends the run and keeps what it measured; a second one abandons it (None)."""
     stop = anyio.Event()
-    result = None
+    result: LoadResult | None = None
+    error: ScenarioError | None = None
     async with anyio.create_task_group() as group:
 
         async def on_interrupt() -> None:
@@ -145,6 +146,11 @@ async def _run_until_interrupted(settings: LoadConfig, out: Path, console: Conso
                     stop.set()
 
         group.start_soon(on_interrupt)
-        result = await run_load(settings, out=out, stop=stop)
+        try:
+            result = await run_load(settings, out=out, stop=stop)
+        except ScenarioError as exc:  # raised from here, not from inside the group, so it is not wrapped
+            error = exc
         group.cancel_scope.cancel()
+    if error is not None:
+        raise error
     return result

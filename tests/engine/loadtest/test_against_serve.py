@@ -154,7 +154,8 @@ async def test_stopping_early_keeps_every_row_measured(workers: int, tmp_path: P
         async with anyio.create_task_group() as group:
 
             async def stop_soon() -> None:
-                await anyio.sleep(2.0 if workers > 1 else 0.5)  # workers need a moment to start
+                while server.stats.requests < 5 * workers:  # noqa: ASYNC110 (polls the server: every worker is sending)
+                    await anyio.sleep(0.05)
                 stop.set()
 
             group.start_soon(stop_soon)
