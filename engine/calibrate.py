@@ -37,6 +37,7 @@ from .agreement import agreement
 from .calibrate_html import render_calibration_html
 from .client import CallStats, ModelClient
 from .errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
+from .format import format_pct
 from .items import Item
 from .plan import Episode, derive_seed
 from .plugins import JUDGES, EpisodeContext, Judge, Utterance, options_model
@@ -299,10 +300,6 @@ def _f(value: float | None) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
-
-
 _COLUMNS = ("judge", "dimension", "n", "acc", "κ", "κ quad.", "α nominal", "α ordinal", "lenient acc", "lenient κ")
 
 
@@ -317,12 +314,12 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
                     shown,
                     row["dimension"],
                     str(exact["n"]),
-                    _pct(exact["accuracy"]),
+                    format_pct(exact["accuracy"]),
                     _f(exact["kappa"]),
                     _f(exact["kappa_quadratic"]),
                     _f(exact["alpha_nominal"]),
                     _f(exact["alpha_ordinal"]),
-                    _pct(lenient.get("accuracy")),
+                    format_pct(lenient.get("accuracy")),
                     _f(lenient.get("kappa")),
                 )
             )
@@ -457,9 +454,12 @@ def calibrate_command(
         f"{result['examples']} responses · {result['calls']['requests']} model calls · {result['duration_s']}s"
     )
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "calibration.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        (out / "calibration.md").write_text(render_markdown(result), encoding="utf-8")
-        (out / "calibration.html").write_text(render_calibration_html(result), encoding="utf-8")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "calibration.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+            (out / "calibration.md").write_text(render_markdown(result), encoding="utf-8")
+            (out / "calibration.html").write_text(render_calibration_html(result), encoding="utf-8")
+        except OSError as exc:
+            raise ScenarioError(f"cannot write the calibration report to {out}: {exc.strerror or exc}") from None
         console.print(f"wrote calibration.json, calibration.md and calibration.html to {out}")
     return 0

@@ -20,6 +20,7 @@ import orjson
 from markupsafe import Markup
 
 from .errors import ScenarioError
+from .format import nanmean
 from .paired import MEANINGFUL_R, contrast_rows, format_effect, format_p
 from .plan import derive_seed
 from .plugins import SUMMARIZERS
@@ -199,17 +200,12 @@ def _verdict(summarizer: object, record: EpisodeRecord) -> str:
 def _rows_for(
     labels: Sequence[str], columns: Mapping[str, list[float]], *, metric: str, condition: str, seed: int
 ) -> list[dict[str, Any]]:
-    means = {label: _nanmean(values) for label, values in columns.items()}
+    means = {label: nanmean(values) for label, values in columns.items()}
     base = {"metric": metric, "condition": condition, "means": means}
     cell_seed = derive_seed(seed, "compare", metric, condition)
     # two runs: the later against the first, so a positive difference reads "B is higher"
     family = {label: columns[label] for label in (reversed(labels) if len(labels) == 2 else labels)}
     return [{**base, **row} for row in contrast_rows(family, seed=cell_seed)]
-
-
-def _nanmean(values: Sequence[float]) -> float | None:
-    kept = [v for v in values if not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else None
 
 
 def compare_runs(paths: Sequence[Path]) -> Comparison:
@@ -262,6 +258,17 @@ def _contrast_label(c: Mapping[str, Any]) -> str:
     return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
 
 
+def _chance_note(comparison: Comparison) -> str:
+    """How many flags chance alone would raise: every metric × condition × pair is its own 95% interval."""
+    tested = sum(1 for c in comparison.contrasts if c["status"] == "ok" and c["r"] is not None)
+    flagged = sum(1 for c in comparison.contrasts if c["violation"])
+    return (
+        f"{tested} contrasts with an interval were tested and {flagged} exclude 0; with 95% intervals about "
+        f"{0.05 * tested:.1f} would exclude 0 by chance alone even if the runs did not differ, so read isolated "
+        "flags with care."
+    )
+
+
 def render_markdown(comparison: Comparison) -> str:
     labels = [run["label"] for run in comparison.runs]
     lines = ["# simrun comparison", "", "| run | directory | scenario | hash | tutor | seed | status | ok | error |"]
@@ -287,6 +294,8 @@ def render_markdown(comparison: Comparison) -> str:
         "",
         f"Rank-biserial r of the per-episode differences (later run − {labels[0]}), 95% bootstrap interval; "
         f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; **bold**: the interval excludes 0.",
+        "",
+        _chance_note(comparison),
         "",
         "| condition | metric | " + " | ".join(f"mean {label}" for label in labels) + " | contrast | r [95% CI] | p "
         "| p (adj.) | n |",
@@ -396,6 +405,7 @@ def render_html(comparison: Comparison) -> str:
                     f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; highlighted rows: the 95% interval "
                     "excludes 0."
                 ),
+                paragraph(_chance_note(comparison)),
                 _forest(comparison),
                 table(
                     (

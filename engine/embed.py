@@ -104,11 +104,18 @@ def _first(group: BaseExceptionGroup[SimError]) -> SimError:
 
 
 def write_vectors(path: Path, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
-    """`{id: vector}` as JSON, replacing `path` atomically (a crash never leaves half a file behind)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """`{id: vector}` as JSON, replacing `path` atomically (a crash never leaves half a file behind).
+
+    Raises:
+        ScenarioError: If `path` (or its folder) cannot be written: a user's bad --out, not a bug.
+    """
     partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(orjson.dumps(dict(zip(ids, (list(v) for v in vectors), strict=True))))
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(orjson.dumps(dict(zip(ids, (list(v) for v in vectors), strict=True))))
+        os.replace(partial, path)
+    except OSError as exc:
+        raise ScenarioError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _model_spec(text: str) -> ModelSpec:

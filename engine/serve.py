@@ -92,7 +92,7 @@ class ServeOptions(BaseModel):
     ttft_s: float = Field(default=0.0, ge=0)
     """Streaming: time from the response headers to the first chunk (the role and first words)."""
     tokens_per_s: float | None = Field(default=None, gt=0)
-    """Streaming: each further chunk of w words (w*4/3 tokens, the sim's estimate) waits tokens / tokens_per_s."""
+    """Streaming: each further chunk of w words (w·4/3 tokens, the sim's estimate) waits tokens / tokens_per_s."""
     chunk_words: int = Field(default=3, ge=1)
     """Streaming: words per content chunk."""
     rpm: int | None = Field(default=None, ge=1)
@@ -321,9 +321,10 @@ def _chunk_texts(text: str, words: int) -> list[str]:
     return ["".join(pieces[i : i + words]) for i in range(0, len(pieces), words)]
 
 
-def _chunk_tokens(text: str) -> int:
-    """Tokens in a chunk, by the sim's estimate (4 tokens per 3 words)."""
-    return (len(text.split()) * 4 + 2) // 3
+def _chunk_tokens(text: str) -> float:
+    """Tokens in a chunk by the sim's estimate (4 per 3 words), unrounded: rounding each chunk up would pace
+    a one-word-per-chunk stream at 2 tokens per word while `usage` counts 4/3, slower than `tokens_per_s`."""
+    return len(text.split()) * 4 / 3
 
 
 def _sse(payload: dict[str, Any] | bytes) -> bytes:

@@ -38,10 +38,16 @@ class ReportServer(ThreadingHTTPServer):
     def __init__(self, run_dir: Path, port: int = 0) -> None:
         self.run = RunDir(run_dir)
         self.manifest = self.run.read_manifest()
+        load = self.manifest.get("kind") == "load"  # a load test: one page, no episodes
         if not (run_dir / REPORT_HTML).exists() or not (run_dir / SUMMARY).exists():
-            write_report(self.run)
+            if load:
+                from .loadtest import rebuild_summary
+
+                rebuild_summary(self.run)
+            else:
+                write_report(self.run)
         self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
-        self.summarizer = SUMMARIZERS.get(self.manifest.get("kind", ""))
+        self.summarizer = None if load else SUMMARIZERS.get(self.manifest.get("kind", ""))
         self._lock = threading.Lock()
         super().__init__(("127.0.0.1", port), _Handler)
 
@@ -51,7 +57,7 @@ class ReportServer(ThreadingHTTPServer):
 
     def episode_page(self, line: int) -> str | None:
         """The episode on line `line` (1-based) of episodes.jsonl as a page, or None when there is none."""
-        record = self._record(line)
+        record = self._record(line) if self.summarizer is not None else None
         if record is None:
             return None
         return render_episode_page(record, line, self.summary, self.manifest, self.summarizer)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine.format import pct_or_none
 from engine.paired import MEANINGFUL_R, format_effect, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
@@ -27,10 +28,6 @@ def rate_cell(row: Mapping[str, Any] | None) -> str:
     if row is None or row.get("rate") is None:
         return "–"
     return f"{row['rate']:.0%} [{row['low']:.0%}, {row['high']:.0%}] ({row['k']}/{row['n']})"
-
-
-def _pct(value: float | None) -> str | None:
-    return None if value is None else f"{value:.0%}"
 
 
 def _intervals(
@@ -127,7 +124,7 @@ def _criteria(data: Mapping[str, Any]) -> Markup:
                 r["response"],
                 r["reference"],
                 r["responses"],
-                _pct(r["mean_rate"]),
+                pct_or_none(r["mean_rate"]),
                 rate_cell(pooled[(r["challenge_type"], r["response"], r["reference"])]),
             )
             for r in sorted(rows, key=lambda r: (r["challenge_type"] == ALL, challenges.index(r["challenge_type"])))
@@ -188,7 +185,7 @@ def _mcq(data: Mapping[str, Any]) -> Markup:
                 r["response"],
                 r["challenge_type"],
                 rate_cell(r),
-                _pct(r["chance"]),
+                pct_or_none(r["chance"]),
                 format_p(r["p_vs_chance"]),
                 r["invalid"],
             )
@@ -302,7 +299,7 @@ def _diversity(data: Mapping[str, Any]) -> Markup:
             r["responses"],
             *(None if r[f"distinct_{n}"] is None else round(r[f"distinct_{n}"], 3) for n in DISTINCT_N),
             r["top_4gram"],
-            _pct(r["top_4gram_share"]),
+            pct_or_none(r["top_4gram_share"]),
         ]
         for r in rows
     ]

@@ -24,6 +24,7 @@ from rich.text import Text
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine.format import format_pct, format_rate, nanmean
 from engine.paired import format_effect, format_p, paired_contrast
 from engine.stats import rate
 
@@ -176,7 +177,9 @@ class CasesSummarizer:
 
     @staticmethod
     def _reference_gain(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
-        """Per response type (and pooled): paired retrieved − none over cases, on success and criteria rate."""
+        """Per response type (and pooled): paired retrieved − none over cases, on success and criteria rate.
+
+        The pooled row pairs each case once (its response types averaged), so n is the number of cases."""
         per_case: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
         for r in records:
             success, share, _ = open_scores(r)
@@ -190,13 +193,20 @@ class CasesSummarizer:
         for metric in ("success", "criteria_rate"):
             for response in (*RESPONSES, ALL):
                 responses = RESPONSES if response == ALL else (response,)
-                pairs = sorted({(resp, case) for (m, resp, _, case) in per_case if m == metric and resp in responses})
-                if not pairs:
+                cases = sorted({case for (m, resp, _, case) in per_case if m == metric and resp in responses})
+                if not cases:
                     continue
 
-                def column(level: str, pairs: list[tuple[str, str]] = pairs, metric: str = metric) -> list[float]:
-                    values = [per_case.get((metric, resp, level, case), []) for resp, case in pairs]
-                    return [sum(v) / len(v) if v else math.nan for v in values]
+                def column(
+                    level: str, cases: list[str] = cases, responses: Sequence[str] = responses, metric: str = metric
+                ) -> list[float]:
+                    # the pooled row averages each case over the response types: one pair per case, not per
+                    # (response type, case), since the two responses to one case are not independent
+                    means = [
+                        nanmean([_mean(per_case.get((metric, resp, level, case), [])) for resp in responses])
+                        for case in cases
+                    ]
+                    return [math.nan if m is None else m for m in means]
 
                 with_ref, without = column("retrieved"), column("none")
                 contrast = paired_contrast(
@@ -210,8 +220,8 @@ class CasesSummarizer:
                     {
                         "metric": metric,
                         "response": response,
-                        "mean_retrieved": _nanmean(with_ref),
-                        "mean_none": _nanmean(without),
+                        "mean_retrieved": nanmean(with_ref),
+                        "mean_none": nanmean(without),
                         "gain": contrast.mean_diff,
                         **contrast.as_dict(),
                     }
@@ -292,8 +302,9 @@ class CasesSummarizer:
             if row["challenge_type"] != ALL:
                 continue
             lines.append(
-                f"| {row['response']} | {row['reference']} | {row['responses']} | {_pct(row['mean_rate'])} | "
-                f"{row['criteria_held']}/{row['criteria']} [{_pct(row['pooled_low'])}, {_pct(row['pooled_high'])}] |"
+                f"| {row['response']} | {row['reference']} | {row['responses']} | {format_pct(row['mean_rate'])} | "
+                f"{row['criteria_held']}/{row['criteria']} "
+                f"[{format_pct(row['pooled_low'])}, {format_pct(row['pooled_high'])}] |"
             )
         lines += ["", "## Multiple choice", "", "Accuracy against chance (two-sided exact binomial test).", ""]
         lines += [
@@ -302,8 +313,8 @@ class CasesSummarizer:
         ]
         for row in data["mcq"]:
             lines.append(
-                f"| {row['variant']} | {row['response']} | {row['challenge_type']} | {_rate(row)} | {row['n']} | "
-                f"{_pct(row['chance'])} | {format_p(row['p_vs_chance'])} | {row['invalid']} |"
+                f"| {row['variant']} | {row['response']} | {row['challenge_type']} | {format_rate(row)} | {row['n']} | "
+                f"{format_pct(row['chance'])} | {format_p(row['p_vs_chance'])} | {row['invalid']} |"
             )
         lines += [
             "",
@@ -320,7 +331,8 @@ class CasesSummarizer:
         ]
         for row in data["reference_gain"]:
             lines.append(
-                f"| {row['metric']} | {row['response']} | {_pct(row['mean_none'])} | {_pct(row['mean_retrieved'])} | "
+                f"| {row['metric']} | {row['response']} | {format_pct(row['mean_none'])} | "
+                f"{format_pct(row['mean_retrieved'])} | "
                 f"{_signed(row['gain'])} | {format_effect(row, 'cases')} | {format_p(row['p'])} | {row['n']} |"
             )
         lines += [
@@ -331,7 +343,7 @@ class CasesSummarizer:
             "|---|---|---|---|",
         ]
         for row in data["deescalation"]:
-            lines.append(f"| {row['by']} | {row['group']} | {_rate(row)} | {row['n']} |")
+            lines.append(f"| {row['by']} | {row['group']} | {format_rate(row)} | {row['n']} |")
         lines += [
             "",
             "## Diversity of responses",
@@ -347,7 +359,7 @@ class CasesSummarizer:
         ]
         for row in data["diversity"]:
             distinct = " | ".join(_frac(row[f"distinct_{n}"]) for n in DISTINCT_N)
-            top = f"{row['top_4gram']} ({_pct(row['top_4gram_share'])})" if row["top_4gram"] else "–"
+            top = f"{row['top_4gram']} ({format_pct(row['top_4gram_share'])})" if row["top_4gram"] else "–"
             lines.append(f"| {row['response']} | {row['reference']} | {row['responses']} | {distinct} | {top} |")
         if data["skipped"]:
             lines += [
@@ -378,9 +390,9 @@ class CasesSummarizer:
                         (
                             row["variant"],
                             row["response"],
-                            _rate(row),
+                            format_rate(row),
                             str(row["n"]),
-                            _pct(row["chance"]),
+                            format_pct(row["chance"]),
                             format_p(row["p_vs_chance"]),
                             str(row["invalid"]),
                         ),
@@ -396,8 +408,8 @@ class CasesSummarizer:
                     (
                         row["metric"],
                         row["response"],
-                        _pct(row["mean_none"]),
-                        _pct(row["mean_retrieved"]),
+                        format_pct(row["mean_none"]),
+                        format_pct(row["mean_retrieved"]),
                         _signed(row["gain"]),
                         format_effect(row, "cases"),
                         format_p(row["p"]),
@@ -409,7 +421,7 @@ class CasesSummarizer:
         for column in ("by", "group", "de-escalated [95% CI]", "n"):
             calm.add_column(column)
         for row in data["deescalation"]:
-            calm.add_row(*map(Text, (row["by"], row["group"], _rate(row), str(row["n"]))))
+            calm.add_row(*map(Text, (row["by"], row["group"], format_rate(row), str(row["n"]))))
         diversity = Table(title="Diversity of open responses")
         for column in ("response", "reference", "n", "distinct-2", "distinct-4", "top 4-gram", "share"):
             diversity.add_column(column)
@@ -424,7 +436,7 @@ class CasesSummarizer:
                         _frac(row["distinct_2"]),
                         _frac(row["distinct_4"]),
                         row["top_4gram"] or "–",
-                        _pct(row["top_4gram_share"]),
+                        format_pct(row["top_4gram_share"]),
                     ),
                 )
             )
@@ -471,6 +483,10 @@ def episode_scores(record: EpisodeRecord) -> dict[str, float]:
     }
 
 
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
 def _columns(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     return sorted({(r["response"], r["reference"]) for r in data["success"]})
 
@@ -486,15 +502,6 @@ def _success_table(data: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _nanmean(values: Sequence[float]) -> float | None:
-    kept = [v for v in values if not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else None
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
-
-
 def _frac(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -503,14 +510,8 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:+.1f} pts"
 
 
-def _rate(row: Mapping[str, Any]) -> str:
-    if row.get("rate") is None:
-        return "–"
-    return f"{row['rate']:.0%} [{row['low']:.0%}, {row['high']:.0%}]"
-
-
 def _cell(row: Mapping[str, Any] | None) -> str:
-    return "–" if row is None else f"{_rate(row)} ({row['n']})"
+    return "–" if row is None else f"{format_rate(row)} ({row['n']})"
 
 
 SUMMARIZERS.add("cases", CasesSummarizer())

@@ -107,7 +107,7 @@ def _survival(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
     ax.set_xlabel("student turn (visible exchanges)")
     ax.set_ylabel("share of dialogues still without an unsafe reply")
     ax.grid(alpha=0.3)
-    if overall or dimensions:
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     main = table(
         ("student turn", "at risk", "first harms", "still safe"),

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine.format import format_pct, nanmean
 from engine.paired import MEANINGFUL_R, contrast_rows, format_p, mismatch_contrasts
 
 from .conversation_stats import CONVERSATION_STATS
@@ -126,7 +127,7 @@ class FairnessSummarizer:
                         "channel": channel,
                         "dimension": dimension,
                         "metric": metric,
-                        "levels": {level: _nanmean(v) for level, v in columns.items()},
+                        "levels": {level: nanmean(v) for level, v in columns.items()},
                     }
                 )
                 cell_seed = derive_seed(seed, domain, channel, dimension, metric)
@@ -237,7 +238,7 @@ class FairnessSummarizer:
             "|---|---|---|---|---|---|---|---|",
         ]
         for row in data["audit"]:
-            flags = " | ".join(_share(row[f]) for f in AUDIT_METRICS)
+            flags = " | ".join(format_pct(row[f]) for f in AUDIT_METRICS)
             lines.append(f"| {row['channel']} | {row['dimension']} | {row['level']} | {row['dialogues']} | {flags} |")
         return "\n".join(lines) + "\n"
 
@@ -347,21 +348,12 @@ def _chance_note(data: Mapping[str, Any]) -> str:
     return note
 
 
-def _nanmean(values: Sequence[float]) -> float | None:
-    kept = [v for v in values if not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else None
-
-
 def _name(contrast: Mapping[str, Any]) -> str:
     test = contrast.get("test", "")
     if test == "friedman":
         return f"Friedman: {contrast['a']}"
     label = f"{contrast['a']} − {contrast['b']}"
     return f"{test}: {label}" if test in MISMATCH_CONTRASTS else label
-
-
-def _share(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
 
 
 def _r_cell(row: Mapping[str, Any] | None, *, star: bool = False) -> str:

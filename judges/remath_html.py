@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.format import pct_or_none
 from engine.paired import MEANINGFUL_R, format_effect, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
@@ -24,10 +25,6 @@ def _num(value: float | None, digits: int = 2) -> str | None:
     if value is None or math.isnan(value):
         return None
     return f"{round(value, digits) or 0.0:.{digits}f}"  # `or`: no "-0.00"
-
-
-def _pct(value: float | None) -> str | None:
-    return None if value is None else f"{value:.0%}"
 
 
 def _interval(cell: Mapping[str, Any]) -> str | None:
@@ -58,7 +55,7 @@ def _agreement(rows: Sequence[Mapping[str, Any]]) -> Markup:
             (
                 _LABEL_NAMES.get(r["label"], r["label"]),
                 r["n"],
-                _pct(r["match"]),
+                pct_or_none(r["match"]),
                 _num(r["kappa"]),
                 _num(r["entropy_pred"]),
                 _num(r["entropy_gold"]),
@@ -108,8 +105,8 @@ def _confusion(row: Mapping[str, Any]) -> Markup:
     shares = table(
         ("", *labels),
         [
-            ["tutor", *(_pct(row["shares_pred"].get(label)) for label in labels)],
-            ["expert", *(_pct(row["shares_gold"].get(label)) for label in labels)],
+            ["tutor", *(pct_or_none(row["shares_pred"].get(label)) for label in labels)],
+            ["expert", *(pct_or_none(row["shares_gold"].get(label)) for label in labels)],
         ],
         caption="Share of each label",
         key=f"remath-shares-{name}",

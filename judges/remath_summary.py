@@ -24,6 +24,7 @@ from rich.text import Text
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine.format import format_rate
 from engine.paired import contrast_rows, format_effect, format_p
 from engine.stats import rate
 
@@ -205,7 +206,7 @@ class RemathSummarizer:
             cells = " | ".join(_interval(row[m]) for m in _SCORES)
             lines.append(
                 f"| {row['given']} | {row['replies']} | {cells} | {_num(row['position_bias'])} | "
-                f"{_rate(row['answer_leak'])} | {_rate(row['strategy_adherence'])} |"
+                f"{format_rate(row['answer_leak'])} | {format_rate(row['strategy_adherence'])} |"
             )
         lines += ["", "## Task C: paired differences between conditions", ""]
         if data["differences"]:
@@ -253,7 +254,8 @@ class RemathSummarizer:
                 table.add_column(column, justify="right")
             for row in data["conditions"]:
                 cells = [_interval(row[m]) for m in _SCORES]
-                table.add_row(*map(Text, (row["given"], *cells, _num(row["position_bias"]), _rate(row["answer_leak"]))))
+                leak = format_rate(row["answer_leak"])
+                table.add_row(*map(Text, (row["given"], *cells, _num(row["position_bias"]), leak)))
             parts.append(table)
         if data["differences"]:
             table = Table(title="ReMath Task C: paired differences over items")
@@ -289,12 +291,6 @@ def _interval(cell: Mapping[str, Any]) -> str:
     if cell["low"] is None:
         return f"{cell['mean']:+.2f}"
     return f"{cell['mean']:+.2f} [{cell['low']:+.2f}, {cell['high']:+.2f}]"
-
-
-def _rate(cell: Mapping[str, Any] | None) -> str:
-    if cell is None or cell["rate"] is None:
-        return "–"
-    return f"{cell['rate']:.0%} [{cell['low']:.0%}, {cell['high']:.0%}]"
 
 
 def _top(shares: Mapping[str, float]) -> str:

@@ -25,7 +25,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine import JUDGES, EpisodeContext, EpisodeRecord, JudgeError, Judgment
-from engine.agreement import label_entropy, label_shares
+from engine.agreement import agreement, label_entropy, label_shares
 from personas.remath import ERROR_TYPES, INTENTIONS, STRATEGIES
 
 from .llm import RubricJudge, RubricOptions, collect_votes
@@ -239,8 +239,6 @@ class StrategyJudge(RubricJudge):
 
 def label_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, Any]:
     """Exact match, Cohen's kappa and entropy of one Task A/B label over ok records (`<label>_pred/_gold`)."""
-    from engine.agreement import agreement
-
     order = LABELS[label]
     pred: list[str] = []
     gold: list[str] = []

@@ -45,7 +45,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a load test is a mapping of settings")
-    if data.get("items"):
+    if data.get("kind", "load") != "load":
+        raise ScenarioError(f"{path} is a {data['kind']!r} scenario, not a load test: run it with `simrun {path}`")
+    if data.get("items") is not None:
+        if not isinstance(data["items"], str):
+            raise ScenarioError(f"{path}: `items` of a load test is the path of one simrun YAML item bank")
         data["items"] = str((path.parent / data["items"]).resolve())
     return data
 

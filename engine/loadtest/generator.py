@@ -175,7 +175,7 @@ class Generator:
                 self.health.completed += 1
                 return
             messages.append({"role": "assistant", "content": reply})
-            messages.append({"role": "user", "content": await self._student_turn(item, reply, index, turn)})
+            messages.append({"role": "user", "content": self._student_turn(item, reply, index, turn)})
             pause = next(pauses)
             if scheduled is not None:
                 scheduled = self.now() + pause
@@ -209,10 +209,10 @@ class Generator:
             self._in_flight -= 1
         return reply
 
-    async def _student_turn(self, item: Item, reply: str, index: int, turn: int) -> str:
+    def _student_turn(self, item: Item, reply: str, index: int, turn: int) -> str:
         context = RequestContext(role="student", task="persona", item=item, data={"last_tutor": reply, "turn": turn})
         seed = hash((self.config.seed, index, turn)) & 0xFFFFFFFF
-        return (await self._student.complete(ChatRequest(messages=(), context=context, seed=seed))).text
+        return self._student.reply_text(ChatRequest(messages=(), context=context, seed=seed))
 
     async def _monitor(self) -> None:
         """Samples event-loop lag (how late a short timer fires) and requests in flight."""

@@ -15,6 +15,7 @@ from .records import RequestRecord
 __all__ = ("PERCENTILES", "latency_table", "summarize")
 
 PERCENTILES = (50, 90, 95, 99)
+MIN_WALL_FOR_CPU_S = 1.0
 LATENCIES = ("ttft", "ttft_from_schedule", "itl", "tpot", "e2e", "e2e_from_schedule", "dispatch_delay")
 
 
@@ -84,13 +85,25 @@ def _on_time_starts(config: LoadConfig, rows: Sequence[RequestRecord]) -> int:
     return sum(1 for row in rows if row.turn == 0 and row.attempt == 0 and row.dispatched < end)
 
 
+def _schedule_span(config: LoadConfig, rows: Sequence[RequestRecord], rate: float | None) -> float | None:
+    """How much of the schedule the run covered: to its end, or to its last start when it stopped sooner
+    (`max_requests`, Ctrl-C), so a run cut short is not read as a client that fell behind."""
+    if not config.open_loop or not rate:
+        return None
+    starts = [row.scheduled for row in rows if row.turn == 0 and row.attempt == 0 and row.scheduled is not None]
+    covered = max(starts, default=0.0) + 1 / rate
+    return min(covered, config.duration_s) if config.duration_s is not None else covered
+
+
 def _gates(
     config: LoadConfig, healths: Sequence[Health], rows: Sequence[RequestRecord], latency: dict[str, Any]
 ) -> dict[str, Any]:
     gates = config.gates
     lags = [lag for health in healths for lag in health.loop_lag_s]
     lag = _stats(lags)
+    wall = max(h.wall_s for h in healths)
     cpu = max((h.cpu_s / h.wall_s if h.wall_s else 0.0) for h in healths)
+    cpu_ok = cpu <= gates.max_cpu or wall < MIN_WALL_FOR_CPU_S  # start-up dominates a run this short
     dispatch = latency.get("dispatch_delay")
     scheduled = sum(h.scheduled_starts for h in healths)
     started = _on_time_starts(config, rows)
@@ -100,7 +113,7 @@ def _gates(
             "limit_ms": gates.loop_lag_p99_ms,
             "ok": lag is None or lag["p99"] <= gates.loop_lag_p99_ms,
         },
-        "client_cpu": {"share_of_core": cpu, "limit": gates.max_cpu, "ok": cpu <= gates.max_cpu},
+        "client_cpu": {"share_of_core": cpu, "limit": gates.max_cpu, "ok": cpu_ok},
     }
     if config.open_loop:
         ratio = started / scheduled if scheduled else 1.0
@@ -124,6 +137,9 @@ def _gates(
         )
     if not config.open_loop:
         notes.append("closed loop: no schedule, so latency is from the send and queueing cannot show")
+    finals = _finals(rows)
+    if finals and all(row.error == "connection" for row in finals):
+        notes.append("every request failed to connect: is the target up and its address right?")
     rate_ok = checks["rate"]["ok"] if "rate" in checks else True
     return {
         "valid": rate_ok and not (client_bound or queueing),
@@ -138,15 +154,19 @@ def summarize(
     config: LoadConfig, rows: Sequence[RequestRecord], healths: Sequence[Health], *, rate: float | None
 ) -> dict[str, Any]:
     """The numbers of one run (or one sweep step) over its measured window (warm-up excluded)."""
-    measured = [row for row in rows if not row.warmup]
+    finals = _finals(rows)
+    measured = [row for row in finals if not row.warmup]
     ok = [row for row in measured if row.ok]
     ends = [row.end for row in measured if row.end is not None]
     window = max(ends) - config.warmup_s if ends else 0.0
     per_s = (lambda count: count / window) if window > 0 else (lambda count: 0.0)
-    # dispatch delay over every measured send, failed ones too: queueing happens before the outcome is known
-    latency = {name: _stats(_column(measured if name == "dispatch_delay" else ok, name)) for name in LATENCIES}
+    # dispatch delay over first attempts, failed ones too: queueing happens before the outcome is known, and
+    # a retry leaves late by design (its backoff), which is not the client falling behind
+    sends = [row for row in rows if row.attempt == 0 and not row.warmup]
+    latency = {name: _stats(_column(sends if name == "dispatch_delay" else ok, name)) for name in LATENCIES}
     meets = _meets(config)
     good = sum(1 for row in measured if meets(row))
+    span = _schedule_span(config, rows, rate)
     output_tokens = sum(row.completion_tokens for row in ok)
     scheduled = sum(h.scheduled_requests for h in healths)
     return {
@@ -157,22 +177,19 @@ def summarize(
             "sent": len(rows),
             "measured": len(measured),
             "ok": len(ok),
-            "warmup": len(rows) - len(measured),
+            "warmup": len(finals) - len(measured),
             "retries": sum(1 for row in rows if row.attempt > 0),
-            "scheduled_not_sent": max(0, scheduled - len({(r.conversation, r.turn) for r in rows})),
+            "scheduled_not_sent": max(0, scheduled - len(finals)),
         },
         "errors": dict(sorted(Counter(row.error for row in measured if row.error).items())),
+        "attempt_errors": dict(sorted(Counter(row.error for row in rows if row.error and not row.warmup).items())),
         "throughput": {
             "requests_per_s": per_s(len(ok)),
             "conversations_per_s": per_s(sum(h.completed for h in healths)),
             "output_tokens_per_s": per_s(output_tokens),
-            "achieved_start_rate": _on_time_starts(config, rows) / config.duration_s
-            if config.open_loop and config.duration_s
-            else None,
+            "achieved_start_rate": _on_time_starts(config, rows) / span if span else None,
             # what this run's draw of the arrival process asked for (a Poisson schedule scatters round the target)
-            "scheduled_start_rate": sum(h.scheduled_starts for h in healths) / config.duration_s
-            if config.open_loop and config.duration_s
-            else None,
+            "scheduled_start_rate": sum(h.scheduled_starts for h in healths) / span if span else None,
         },
         "tokens": {"prompt": sum(r.prompt_tokens for r in ok), "completion": output_tokens},
         "latency_ms": latency,
@@ -189,6 +206,16 @@ def summarize(
         "timeline": _timeline(rows, 0.0),
         "gates": _gates(config, healths, rows, latency),
     }
+
+
+def _finals(rows: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """Each request's last attempt: its outcome. Without retries, every row."""
+    last: dict[tuple[int, int, int], RequestRecord] = {}
+    for row in rows:
+        key = (row.step, row.conversation, row.turn)
+        if key not in last or row.attempt > last[key].attempt:
+            last[key] = row
+    return list(last.values())
 
 
 def _by_turn(rows: Sequence[RequestRecord]) -> list[dict[str, Any]]:

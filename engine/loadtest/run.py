@@ -71,18 +71,7 @@ async def run_load(config: LoadConfig, *, out: Path = Path("runs"), stop: anyio.
 
     Setting `stop` ends the run early (status `interrupted`); everything measured until then is written.
     """
-    items = load_items(config)
-    run_dir = RunDir.create(out, config.name)
-    manifest: dict[str, Any] = {
-        "kind": "load",
-        "scenario": {"name": config.name},
-        "config": config.model_dump(mode="json"),
-        "status": "running",
-        "started_at": utc_now(),
-        "versions": {"simrun": metadata.version("simrun"), "python": sys.version.split()[0]},
-        "platform": platform.platform(),
-    }
-    run_dir.write_manifest(manifest)
+    items, run_dir, manifest = await anyio.to_thread.run_sync(_prepare, config, out)
     rates = config.sweep.rates if config.sweep else [config.rate]
     rows: list[RequestRecord] = []
     healths: list[Health] = []
@@ -108,6 +97,23 @@ async def run_load(config: LoadConfig, *, out: Path = Path("runs"), stop: anyio.
     return LoadResult(run_dir, summary)
 
 
+def _prepare(config: LoadConfig, out: Path) -> tuple[list[Item], RunDir, dict[str, Any]]:
+    """The file work before the first request, off the event loop."""
+    items = load_items(config)
+    run_dir = RunDir.create(out, config.name)
+    manifest: dict[str, Any] = {
+        "kind": "load",
+        "scenario": {"name": config.name},
+        "config": config.model_dump(mode="json"),
+        "status": "running",
+        "started_at": utc_now(),
+        "versions": {"simrun": metadata.version("simrun"), "python": sys.version.split()[0]},
+        "platform": platform.platform(),
+    }
+    run_dir.write_manifest(manifest)
+    return items, run_dir, manifest
+
+
 def _write(
     run_dir: RunDir, config: LoadConfig, manifest: dict[str, Any], rows: list[RequestRecord],
     healths: list[Health], steps: list[dict[str, Any]], status: str,
@@ -128,7 +134,10 @@ def rebuild_summary(run_dir: RunDir) -> dict[str, Any]:
     """`simrun report` on a load run: recompute every figure from requests.csv and client_health.json."""
     manifest = run_dir.read_manifest()
     config = LoadConfig.model_validate(manifest["config"])
-    rows, healths = read_requests(run_dir.path / REQUESTS), read_health(run_dir.path / HEALTH)
+    try:
+        rows, healths = read_requests(run_dir.path / REQUESTS), read_health(run_dir.path / HEALTH)
+    except (OSError, ValueError, TypeError, StopIteration) as exc:
+        raise ScenarioError(f"{run_dir.path}: cannot read the load test's measurements ({exc})") from None
     rates = config.sweep.rates if config.sweep else [config.rate]
     steps = []
     for step, rate in enumerate(rates):

@@ -177,7 +177,10 @@ class SdkLoad:
                 record.end, record.ok = now(), True
                 return "".join(parts)
         except ProviderError as exc:
+            began = record.status == 200 and self._fields["stream"]
             _fail(record, exc, now)
+            if began and exc.status is None and not exc.malformed and not isinstance(exc, ProviderTimeout):
+                record.status, record.error = 200, "stream_truncated"  # as the lean transport names it
         return None
 
     async def aclose(self) -> None:

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict, astuple
 from typing import Any
 
@@ -71,13 +72,15 @@ async def run_step(
     all_ready = anyio.Event()
     start_wall: list[float] = []
     results: list[tuple[list[RequestRecord], Health]] = []
+    failures: list[str] = []
 
     async def spawn(worker: int) -> None:
         nonlocal ready
         command = [sys.executable, "-m", "engine.loadtest.workers", str(worker)]
         async with await anyio.open_process(command) as process:
             assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-            await process.stdin.send(job + b"\n")
+            with suppress(anyio.BrokenResourceError):  # a worker that died at once is reported below
+                await process.stdin.send(job + b"\n")
             received = await _read_until_newline(process.stdout)
             ready += 1  # a worker that died counts too, so the others are not left waiting for it
             if ready == config.workers:
@@ -85,7 +88,8 @@ async def run_step(
                 all_ready.set()
             await all_ready.wait()
             if received is not None:
-                await process.stdin.send(orjson.dumps(start_wall[0]) + b"\n")
+                with suppress(anyio.BrokenResourceError):
+                    await process.stdin.send(orjson.dumps(start_wall[0]) + b"\n")
             await process.stdin.aclose()
             output, errors = bytearray(), bytearray()
             async with anyio.create_task_group() as watch:
@@ -96,14 +100,16 @@ async def run_step(
                     drain.start_soon(_drain, process.stderr, errors)
                 watch.cancel_scope.cancel()
             if await process.wait() != 0 or received is None:
-                if stop is not None and stop.is_set():
-                    return  # stopped before it could start measuring: nothing to merge
-                raise ScenarioError(f"load worker {worker} failed: {errors.decode(errors='replace')[-800:]}")
+                if not (stop is not None and stop.is_set()):  # else it was stopped before measuring anything
+                    failures.append(f"worker {worker}: {errors.decode(errors='replace')[-800:].strip()}")
+                return
         results.append(_decode(orjson.loads(output)))
 
     async with anyio.create_task_group() as group:
         for worker in range(config.workers):
             group.start_soon(spawn, worker)
+    if failures:
+        raise ScenarioError("load worker processes failed:\n" + "\n".join(failures))
     rows = sorted((row for found, _ in results for row in found), key=lambda row: row.dispatched)
     return rows, sorted((health for _, health in results), key=lambda health: health.worker)
 

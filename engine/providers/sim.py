@@ -337,21 +337,26 @@ class SimChatModel(ChatModel):
         knobs = self.knobs(request)
         if knobs.latency_s:
             await anyio.sleep(knobs.latency_s)
-        handler = SIM_TASKS.get((self.spec.name, request.context.task or ""))
-        if handler is not None:
-            text = handler(request, _rng(request, f"{self.spec.name}:{request.context.task}"), knobs)
-        elif self.spec.name == "tutor":
-            text = self._tutor(request, knobs)
-        elif self.spec.name == "student":
-            text = self._student(request, knobs)
-        else:
-            text = self._judge(request, knobs)
+        text = self.reply_text(request, knobs)
         prompt = sum(_tokens(m.get("content", "")) for m in request.messages)
         return ChatReply(
             text=text,
             usage=Usage(prompt_tokens=prompt, completion_tokens=_tokens(text)),
             model=self.spec.model,
         )
+
+    def reply_text(self, request: ChatRequest, knobs: Any = None) -> str:
+        """The reply alone, at once: what `complete` returns without latency or usage (the load generator's
+        students need only the text, thousands of times a second)."""
+        knobs = knobs if knobs is not None else self.knobs(request)
+        handler = SIM_TASKS.get((self.spec.name, request.context.task or ""))
+        if handler is not None:
+            return handler(request, _rng(request, f"{self.spec.name}:{request.context.task}"), knobs)
+        if self.spec.name == "tutor":
+            return self._tutor(request, knobs)
+        if self.spec.name == "student":
+            return self._student(request, knobs)
+        return self._judge(request, knobs)
 
     def leak_probability(self, messages: Sequence[Message], params: SimTutorParams | None = None) -> float:
         """The tutor's chance of giving the answer away given the visible conversation."""

@@ -199,3 +199,12 @@ def test_bad_input_is_a_clear_error(argv: list[str], capsys: pytest.CaptureFixtu
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "error" in err.lower() and "Traceback" not in err
+
+
+def test_an_unwritable_out_folder_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--out under a regular file cannot be created: exit 2 naming the folder, no traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["calibrate", str(FIXTURE), "--out", str(blocker / "report")]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the calibration report to {blocker / 'report'}" in err and "Traceback" not in err

@@ -99,3 +99,18 @@ def test_runs_with_no_common_episode_are_not_comparable(
     assert "Not comparable" in (out / "compare.md").read_text(encoding="utf-8")
     html = (out / "compare.html").read_text(encoding="utf-8")
     assert 'class="statement not-comparable"' in html and "Paired differences" not in html
+
+
+def test_reports_say_how_many_flags_chance_alone_would_raise(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Many metric × condition contrasts are each flagged at 95%: both reports state the count and the chance
+    expectation (5% of the contrasts with an interval), next to the number actually flagged."""
+    comparison = write_comparison([runs["low"], runs["high"]], tmp_path / "cmp")
+    tested = [c for c in comparison.contrasts if c["status"] == "ok" and c["r"] is not None]
+    flagged = [c for c in comparison.contrasts if c["violation"]]
+    assert len(tested) >= 3 and flagged
+    note = (
+        f"{len(tested)} contrasts with an interval were tested and {len(flagged)} exclude 0; with 95% intervals "
+        f"about {0.05 * len(tested):.1f} would exclude 0 by chance alone"
+    )
+    assert note in (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
+    assert note in (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")

@@ -259,3 +259,12 @@ def test_command_rejects_bad_input(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(["embed", str(CASES), *args, "-o", str(tmp_path / "v.json")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_command_reports_an_unwritable_out_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A vectors file under a regular file cannot be written: exit 2 with the path, no traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["embed", str(CASES), "--model", "sim/embed", "-o", str(blocker / "sub" / "v.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {blocker / 'sub' / 'v.json'}" in err and "Traceback" not in err

@@ -59,9 +59,9 @@ async def _sim(
     return reply.text, reply.usage.prompt_tokens, reply.usage.completion_tokens
 
 
-def _chunk_tokens(text: str) -> int:
+def _chunk_tokens(text: str) -> float:
     """The server's pacing unit: the sim's estimate of 4 tokens per 3 words."""
-    return (len(text.split()) * 4 + 2) // 3
+    return len(text.split()) * 4 / 3
 
 
 # -- content ---------------------------------------------------------------------------------------------------------

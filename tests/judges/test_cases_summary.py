@@ -30,11 +30,32 @@ def test_a_planted_reference_gain_is_detected_and_none_is_not(tmp_path: Path) ->
     planted = _summary(tmp_path / "a", "design.tasks=[open]", "models.tutor.params.case_reference_boost=0.5")
     null = _summary(tmp_path / "b", "design.tasks=[open]", "models.tutor.params.case_reference_boost=0")
     gain = _gain(planted)
-    assert gain["n"] == 30 and gain["status"] == "ok"
+    assert gain["n"] == 15 and gain["status"] == "ok"
     assert gain["gain"] > 0.25 and gain["ci_low"] > 0 and gain["violation"] and gain["p"] < 0.01
     assert gain["mean_retrieved"] - gain["mean_none"] == pytest.approx(gain["gain"])
     quiet = _gain(null)
     assert abs(quiet["gain"]) < 0.15 and quiet["ci_low"] <= 0 <= quiet["ci_high"]
+
+
+def test_the_pooled_reference_gain_pairs_each_case_once(tmp_path: Path) -> None:
+    """Both response types answer the same case, so the pooled row averages them per case: n is the number of
+    cases (not cases × response types), and its retrieved mean is the mean of those per-case averages."""
+    result = run_sync(load_scenario(SCENARIO, overrides=["design.tasks=[open]"]), out=tmp_path)
+    records = [orjson.loads(line) for line in (result.run_dir / "episodes.jsonl").read_bytes().splitlines()]
+    cases = {r["item_id"] for r in records}
+    rows = [r for r in result.summary["cases"]["reference_gain"] if r["metric"] == "success"]
+    assert {r["response"]: r["n"] for r in rows} == {"immediate": len(cases), "long_term": len(cases), "all": len(cases)}
+    per_case: dict[str, list[float]] = {}
+    for record in records:
+        if record["metrics"].get("reference") == "retrieved":
+            success = next(
+                j["value"]
+                for j in record["judgments"]
+                if j["metric"] == "case_success" and j["target"] == record["metrics"]["response_turn"]
+            )
+            per_case.setdefault(record["item_id"], []).append(float(success))
+    pooled = next(r for r in rows if r["response"] == "all")
+    assert pooled["mean_retrieved"] == pytest.approx(sum(sum(v) / len(v) for v in per_case.values()) / len(cases))
 
 
 def test_mcq_accuracy_is_tested_against_chance(tmp_path: Path) -> None:

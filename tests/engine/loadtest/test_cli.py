@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import orjson
 import pytest
 from anyio.from_thread import start_blocking_portal
@@ -16,6 +17,7 @@ from anyio.from_thread import start_blocking_portal
 from engine.cli import main
 from engine.loadtest.report import read_requests
 from engine.serve import LoopbackServer, ServeOptions
+from engine.view import serve_report
 
 SCENARIO = Path(__file__).parents[3] / "scenarios" / "loadtest.yaml"
 
@@ -50,6 +52,9 @@ def test_a_run_writes_summary_csv_report_and_manifest(server: LoopbackServer, tm
     assert main(["report", str(run)]) == 0
     assert orjson.loads((run / "summary.json").read_bytes()) == summary  # rebuilt from the files alone
     assert (run / "report.html").read_bytes() == html
+    with serve_report(run) as viewer:  # `simrun view` serves a load run's page, and no episode pages
+        assert httpx2.get(viewer.url).content == html
+        assert httpx2.get(viewer.url + "episodes/1.html").status_code == 404
 
 
 def test_a_sweep_steps_the_rate_until_the_slo_breaks_and_reports_the_knee(
@@ -116,3 +121,19 @@ def test_ctrl_c_stops_the_run_and_keeps_what_it_measured(server: LoopbackServer,
     summary = orjson.loads((run / "summary.json").read_bytes())
     assert summary["status"] == "interrupted" and summary["requests"]["sent"] > 0
     assert len(read_requests(run / "requests.csv")) == summary["requests"]["sent"]
+
+
+def test_a_scenario_of_another_kind_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["loadtest", str(SCENARIO.parent / "casebench.yaml")]) == 2
+    assert "not a load test" in capsys.readouterr().err
+
+
+def test_report_on_a_load_run_without_its_measurements_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = {"kind": "load", "config": {"target": "http://x/v1", "model": "m", "rate": 1.0}}
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert main(["report", str(run)]) == 2
+    assert "cannot read the load test's measurements" in capsys.readouterr().err
