@@ -42,7 +42,7 @@ from engine.loadtest.metrics import summarize
 from engine.loadtest.run import load_items
 from engine.loadtest.workers import run_step
 
-RATES = (100, 200, 400, 600, 800, 1000, 1400, 2000)
+RATES = (100, 200, 400, 800, 1200, 1600, 2000, 2500, 3000, 4000)
 
 
 def _server_requests(base_url: str) -> int:

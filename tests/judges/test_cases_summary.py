@@ -44,7 +44,7 @@ def test_the_pooled_reference_gain_pairs_each_case_once(tmp_path: Path) -> None:
     records = [orjson.loads(line) for line in (result.run_dir / "episodes.jsonl").read_bytes().splitlines()]
     cases = {r["item_id"] for r in records}
     rows = [r for r in result.summary["cases"]["reference_gain"] if r["metric"] == "success"]
-    assert {r["response"]: r["n"] for r in rows} == {"immediate": len(cases), "long_term": len(cases), "all": len(cases)}
+    assert {r["response"]: r["n"] for r in rows} == dict.fromkeys(("immediate", "long_term", "all"), len(cases))
     per_case: dict[str, list[float]] = {}
     for record in records:
         if record["metrics"].get("reference") == "retrieved":
