@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo, field_validator
 
 from engine import ITEM_SOURCES, Item, ScenarioError
 
@@ -142,6 +142,13 @@ def normalise_intention(raw: str) -> str:
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
+_LABELS: dict[str, tuple[str, dict[str, str]]] = {
+    "error": ("error type", ERROR_TYPES),
+    "strategy": ("strategy", STRATEGIES),
+    "intention": ("intention", INTENTIONS),
+}
+
+
 class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     role: Literal["tutor", "student"]
@@ -172,25 +179,12 @@ class MistakeItem(BaseModel):
             raise ValueError("the history must end with the student's mistaken turn")
         return history
 
-    @field_validator("error")
+    @field_validator("error", "strategy", "intention")
     @classmethod
-    def _error(cls, value: str) -> str:
-        if value not in ERROR_TYPES:
-            raise ValueError(f"unknown error type {value!r}; one of: {', '.join(ERROR_TYPES)}")
-        return value
-
-    @field_validator("strategy")
-    @classmethod
-    def _strategy(cls, value: str) -> str:
-        if value not in STRATEGIES:
-            raise ValueError(f"unknown strategy {value!r}; one of: {', '.join(STRATEGIES)}")
-        return value
-
-    @field_validator("intention")
-    @classmethod
-    def _intention(cls, value: str) -> str:
-        if value not in INTENTIONS:
-            raise ValueError(f"unknown intention {value!r}; one of: {', '.join(INTENTIONS)}")
+    def _label(cls, value: str, info: ValidationInfo) -> str:
+        name, allowed = _LABELS[info.field_name or ""]
+        if value not in allowed:
+            raise ValueError(f"unknown {name} {value!r}; one of: {', '.join(allowed)}")
         return value
 
 
