@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from engine import JUDGES, EpisodeContext, Judgment
 from personas.cases import Case, ResponseType, case_of
 
-from .llm import RubricOptions, collect_votes, transcript
+from .llm import RubricJudge, RubricOptions, collect_votes, transcript
 from .votes import majority
 
 __all__ = (
@@ -154,16 +154,10 @@ def _response_type(ctx: EpisodeContext) -> ResponseType:
     return "long_term" if ctx.condition.get("response") == "long_term" else "immediate"
 
 
-class ChecklistJudge:
+class ChecklistJudge(RubricJudge):
     """Scores the case response (a turn target) against the case's rubric for the episode's response type."""
 
     name = "case_checklist"
-    scope: Literal["turn"] = "turn"
-    model_calls = 1
-    Options = RubricOptions
-
-    def __init__(self, options: RubricOptions) -> None:
-        self.options = options
 
     async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]:
         assert isinstance(target, int)

@@ -9,6 +9,11 @@ import yaml
 
 from engine import Scenario, build_scenario
 
+PLANTED = '<script>alert("pwned")</script><img src=x onerror="window.pwned=1">'
+"""Markup planted in a model or dataset string: a report must show it as text and never run it."""
+ESCAPED = "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;"
+"""How PLANTED reads once escaped."""
+
 ITEMS: list[dict[str, Any]] = [
     {
         "id": "t-add",

@@ -19,9 +19,8 @@ from engine.report_html import MAX_TRANSCRIPTS, generic_section, render_report
 from engine.report_html.page import select_transcripts
 from engine.view import serve_report
 from judges.fairness_summary import FairnessSummarizer
-from tests.helpers import ITEMS, make_scenario, write_bank
+from tests.helpers import ITEMS, PLANTED, make_scenario, write_bank
 
-PLANTED = '<script>alert("pwned")</script><img src=x onerror="window.pwned=1">'
 STAMP = "2025-01-01T00:00:00.000+00:00"
 
 

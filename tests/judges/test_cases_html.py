@@ -11,16 +11,16 @@ from typing import Any
 import orjson
 import pytest
 
-from engine import SUMMARIZERS, EpisodeRecord, load_scenario, run_sync
+from engine import SUMMARIZERS, load_scenario, run_sync
 from engine.cli import main
 from engine.report import REPORT_HTML
 from engine.report_html import EpisodeScores, EpisodeVerdict
+from engine.rundir import RunDir
 from judges.cases_html import cases_html, rate_cell
 from judges.cases_summary import episode_scores
+from tests.helpers import ESCAPED, PLANTED
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "casebench.yaml"
-PLANTED = '<script>alert("pwned")</script><img src=x onerror="window.pwned=1">'
-ESCAPED = "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;"
 PLOTS = ("cases-success", "cases-criteria", "cases-mcq", "cases-reference-gain", "cases-deescalation")
 
 
@@ -30,10 +30,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = run_sync(load_scenario(SCENARIO, overrides=["replicates=1"]), out=tmp_path_factory.mktemp("cases"))
     assert result.exit_code == 0
     return Path(result.run_dir)
-
-
-def _records(run: Path) -> list[EpisodeRecord]:
-    return [EpisodeRecord.model_validate_json(line) for line in (run / "episodes.jsonl").read_bytes().splitlines()]
 
 
 def test_report_has_every_plot_with_its_table(run: Path) -> None:
@@ -65,7 +61,7 @@ def test_verdicts_and_scores_name_each_task_outcome(run: Path) -> None:
     html = (run / REPORT_HTML).read_text(encoding="utf-8")
     summarizer = SUMMARIZERS.get("cases")
     assert isinstance(summarizer, EpisodeVerdict) and isinstance(summarizer, EpisodeScores)
-    records = _records(run)
+    records = list(RunDir(run).iter_records())
     verdicts = {summarizer.episode_verdict(r) for r in records}
     assert {"success", "no criterion met", "mcq correct", "mcq wrong", "de-escalated", "not de-escalated"} <= verdicts
     for verdict in verdicts:

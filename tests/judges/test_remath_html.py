@@ -10,15 +10,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from engine import SUMMARIZERS, EpisodeRecord, load_scenario, run_sync
+from engine import SUMMARIZERS, load_scenario, run_sync
 from engine.cli import main
 from engine.report import REPORT_HTML
 from engine.report_html import EpisodeScores, EpisodeVerdict
+from engine.rundir import RunDir
 from judges.remath_html import SCORES
+from tests.helpers import ESCAPED, PLANTED
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "remath.yaml"
-PLANTED = '<script>alert("pwned")</script><img src=x onerror="window.pwned=1">'
-ESCAPED = "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;"
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +27,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = run_sync(load_scenario(SCENARIO, overrides=["items.0.limit=15"]), out=tmp_path_factory.mktemp("remath"))
     assert result.exit_code == 0
     return Path(result.run_dir)
-
-
-def _records(run: Path) -> list[EpisodeRecord]:
-    return [EpisodeRecord.model_validate_json(line) for line in (run / "episodes.jsonl").read_bytes().splitlines()]
 
 
 def test_report_has_confusion_heatmaps_intervals_and_differences(run: Path) -> None:
@@ -66,7 +62,7 @@ def test_verdicts_and_scores(run: Path) -> None:
     """Tasks A/B are right or wrong against the expert; Task C says who the judge preferred."""
     summarizer = SUMMARIZERS.get("remediation")
     assert isinstance(summarizer, EpisodeVerdict) and isinstance(summarizer, EpisodeScores)
-    records = _records(run)
+    records = list(RunDir(run).iter_records())
     html = (run / REPORT_HTML).read_text(encoding="utf-8")
     for record in records:
         verdict = summarizer.episode_verdict(record)
