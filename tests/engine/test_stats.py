@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+import numpy as np
 import pytest
 
-from engine.stats import Rate, SurvivalRow, rate, survival_table
+from engine.stats import Rate, SurvivalRow, clustered_rate, rate, survival_table
 
 
 def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -103,3 +104,52 @@ def test_survival_table_all_observed_reaches_zero() -> None:
 def test_survival_table_of_nothing_is_empty() -> None:
     """No times give no rows."""
     assert survival_table([], []) == []
+
+
+def _numpy_cluster_bootstrap(k: list[int], n: list[int], seed: int, b: int = 20_000) -> tuple[float, float]:
+    """The cluster bootstrap written out with numpy alone: resample clusters, pool, take percentiles."""
+    rng = np.random.default_rng(seed)
+    ks, ns = np.asarray(k, float), np.asarray(n, float)
+    picks = rng.integers(0, len(ks), size=(b, len(ks)))
+    pooled = ks[picks].sum(axis=1) / ns[picks].sum(axis=1)
+    return float(np.percentile(pooled, 2.5)), float(np.percentile(pooled, 97.5))
+
+
+def test_clustered_rate_matches_an_independent_cluster_bootstrap() -> None:
+    """Point estimate is the pooled rate; the interval agrees with a numpy-only bootstrap within Monte-Carlo error."""
+    k, n = [0, 1, 5, 6, 0, 2, 4, 6, 1, 0], [6, 5, 6, 6, 7, 5, 8, 6, 5, 6]
+    found = clustered_rate(k, n, seed=3)
+    low, high = _numpy_cluster_bootstrap(k, n, seed=11)
+    assert (found.k, found.n, found.clusters, found.method) == (25, 60, 10, "cluster_bootstrap")
+    assert found.rate == pytest.approx(25 / 60)
+    assert found.low == pytest.approx(low, abs=0.02)
+    assert found.high == pytest.approx(high, abs=0.02)
+
+
+def test_clustered_rate_is_wider_than_wilson_when_clusters_are_all_or_nothing() -> None:
+    """Dialogues that either always or never leak carry the information of one trial each, not six."""
+    k, n = [6, 0, 6, 0, 0, 6, 0, 0, 6, 0], [6] * 10
+    clustered = clustered_rate(k, n, seed=0)
+    naive = rate(sum(k), sum(n))
+    assert clustered.high is not None and clustered.low is not None
+    assert naive.high is not None and naive.low is not None
+    assert clustered.high - clustered.low > 1.5 * (naive.high - naive.low)
+
+
+def test_clustered_rate_falls_back_to_wilson_on_clusters_without_variation() -> None:
+    """No events in 20 dialogues: the interval is Wilson(0, 20), not a zero-width bootstrap [0, 0]."""
+    found = clustered_rate([0] * 20, [5] * 20, seed=0)
+    wilson_low, wilson_high = wilson(0, 20)
+    assert found.method == "wilson_on_clusters"
+    assert found.rate == 0.0
+    assert found.low == pytest.approx(wilson_low)
+    assert found.high == pytest.approx(wilson_high)
+
+
+def test_clustered_rate_edge_cases() -> None:
+    """No trials gives no rate; empty clusters are dropped; mismatched lengths are a programming error."""
+    assert clustered_rate([], [], seed=0).rate is None
+    assert clustered_rate([1, 0], [0, 0], seed=0).rate is None
+    assert clustered_rate([1, 2, 0], [2, 4, 0], seed=0).clusters == 2
+    with pytest.raises(ValueError, match="one entry per cluster"):
+        clustered_rate([1], [1, 2], seed=0)
