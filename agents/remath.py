@@ -6,7 +6,11 @@ run) and asks the tutor one of ReMath's tasks, named by the episode's condition:
 * `task: error` — Task A: which error type explains the student's last message (JSON `{"error": ...}`);
 * `task: strategy` — Task B: which strategy to use and with which intention (JSON `{"strategy", "intention"}`);
 * `task: response` with `given: none | error | strategy | both` — Task C: the reply to the student,
-  unconstrained or told the expert's error type, strategy and intention, or both (the paper's ablations).
+  unconstrained or told the expert's error type, strategy and intention, or both (the paper's ablations);
+  `given: predicted` — the paper's future-work condition: the tutor first answers Tasks A and B (hidden
+  turns, labels recorded as `<label>_pred`), then replies told its own labels;
+  `given: human` — not the tutor: the item's expert reply replayed (`ExpertReplayTutor`), the paper's
+  "Human" row, judged like any reply.
 
 The `remath` design generates these conditions; `paired_factors` holds both keys, so every condition of an
 item shares its seed and the Task C conditions compare like with like (paired over items).
@@ -14,7 +18,10 @@ item shares its seed and the Task C conditions compare like with like (paired ov
 A classification reply that is not valid JSON with a label from the paper's lists is kept in the record as a
 hidden tutor turn and asked again (`retries`), then the episode is an error — never a silent label. Metrics:
 `task`, `given`, and for Tasks A/B `<label>_pred` and `<label>_gold` (error, strategy, intention); the
-Task C reply is the judged tutor turn. Judges are run on the reply only (Task C) and on the conversation.
+Task C reply is the judged tutor turn, and `meta` keeps the item's `reference` and `novice` replies (the
+automated metrics compare with them). A doubly-labelled Bridge snippet adds `snippet`, `annotator` (1 or
+2: this record's labelling) and `<label>_a1`, `<label>_a2` (both teachers' labels), for human–human
+agreement. Judges are run on the reply only (Task C) and on the conversation.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from personas.remath import ERROR_TYPES, INTENTIONS, STRATEGIES
 __all__ = (
     "GIVEN",
     "TASKS",
+    "ExpertReplayTutor",
     "MistakeStudent",
     "RemathDesign",
     "RemediationProtocol",
@@ -54,9 +62,10 @@ __all__ = (
 )
 
 Task = Literal["error", "strategy", "response"]
-Given = Literal["none", "error", "strategy", "both"]
+Given = Literal["none", "error", "strategy", "both", "predicted", "human"]
 TASKS: tuple[Task, ...] = ("error", "strategy", "response")
-GIVEN: tuple[Given, ...] = ("none", "error", "strategy", "both")
+GIVEN: tuple[Given, ...] = ("none", "error", "strategy", "both", "predicted", "human")
+"""Task C conditions: the paper's four, the tutor told its own Task A/B labels, and the expert's reply."""
 
 _ERROR_PROMPT = """\
 You are an experienced elementary-school math teacher reviewing a chat between a tutor and a young student.
@@ -87,7 +96,8 @@ message contains a mistake. Write your next message to the student: useful, so t
 forward, and caring, so the student stays willing to try. {guidance}Write as a person types in a chat, {length},
 with no lists or formatting, and do not write the student's reply."""
 
-_DEFAULT_LENGTH = "at most two short sentences"
+_DEFAULT_LENGTH = "in one sentence at most"
+"""The paper's constraint (its appendix E: "maximum one sentence")."""
 
 
 def _bullets(labels: Mapping[str, str], *, names_only: bool = False) -> str:
@@ -100,9 +110,17 @@ def _history(item_data: Mapping[str, Any]) -> str:
 
 
 def remath_messages(
-    episode: Episode, *, task: str, given: str = "none", length: str = _DEFAULT_LENGTH
+    episode: Episode,
+    *,
+    task: str,
+    given: str = "none",
+    length: str = _DEFAULT_LENGTH,
+    predicted: Mapping[str, str] | None = None,
 ) -> list[dict[str, str]]:
-    """The chat messages for one ReMath task (the paper's set-up, in simrun's words)."""
+    """The chat messages for one ReMath task (the paper's set-up, in simrun's words).
+
+    `predicted` holds the tutor's own Task A/B labels (`error`, `strategy`, `intention`) for `given: predicted`.
+    """
     data = episode.item.data
     user = (
         f"Lesson topic: {data['topic']}\n\nConversation (the last message is the student's mistake):\n{_history(data)}"
@@ -115,6 +133,12 @@ def remath_messages(
         )
     else:
         guidance = ""
+        if given == "predicted":
+            own = predicted or {}
+            guidance = (
+                f"You judged the student's error as: {ERROR_TYPES[own['error']]} You chose this strategy: "
+                f"{STRATEGIES[own['strategy']]}, with this intention: {INTENTIONS[own['intention']]}. "
+            )
         if given in ("error", "both"):
             guidance += f"An experienced teacher judged the student's error as: {ERROR_TYPES[data['error']]} "
         if given in ("strategy", "both"):
@@ -170,7 +194,8 @@ class RemathDesign:
         tasks: list[Task] = Field(default_factory=lambda: list(TASKS), min_length=1)
         """Which tasks to run: error (A), strategy (B), response (C)."""
         given: list[Given] = Field(default_factory=lambda: list(GIVEN), min_length=1)
-        """Task C conditions: what the tutor is told besides the history (the expert's labels)."""
+        """Task C conditions: what the tutor is told besides the history (the expert's labels, or its own), and
+        `human`, the expert's reply replayed (the paper's Human row)."""
         min_items: int = Field(default=15, ge=1)
         """Fewest items the paired comparisons accept (lower it only for smoke tests)."""
 
@@ -206,8 +231,25 @@ class RemathDesign:
         return {}
 
 
+class ExpertReplayTutor:
+    """Says the item's expert reply (`agent: expert_replay`, and `given: human` under `remediation`).
+
+    It calls no model: the turn is recorded with model `human/expert`, so the paper's Human row is judged by
+    the same judge, against the same baseline, as every tutor reply.
+    """
+
+    def __init__(self, options: object = None) -> None:
+        del options
+
+    async def respond(self, ctx: EpisodeContext, /) -> Utterance:
+        reference = str(ctx.episode.item.data.get("reference") or "")
+        if not reference:
+            raise BadModelOutput(f"item {ctx.episode.item.id!r} has no expert reply to replay")
+        return Utterance(reference, model="human/expert")
+
+
 class RemediationTutor:
-    """The ReMath tutor (`agent: remediation`): one model call for the episode's task."""
+    """The ReMath tutor (`agent: remediation`): one model call for the episode's task (or its stage)."""
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -219,14 +261,26 @@ class RemediationTutor:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.retries = options.retries
+        self._expert = ExpertReplayTutor()
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance:
-        task = ctx.condition.get("task", "response")
         given = ctx.condition.get("given", "none")
+        if given == "human":
+            return await self._expert.respond(ctx)
+        task = str(ctx.meta.get(STAGE) or ctx.condition.get("task", "response"))
+        predicted = {k: str(ctx.metrics.get(f"{k}_pred", "")) for k in ("error", "strategy", "intention")}
         client = ctx.clients["tutor"]
         reply, latency = await client.complete(
-            remath_messages(ctx.episode, task=task, given=given, length=self.options.length),
-            context=RequestContext(role="tutor", item=ctx.episode.item, task=f"remath_{task}", condition=ctx.condition),
+            remath_messages(
+                ctx.episode, task=task, given=given, length=self.options.length, predicted=predicted
+            ),
+            context=RequestContext(
+                role="tutor",
+                item=ctx.episode.item,
+                task=f"remath_{task}",
+                condition=ctx.condition,
+                data=predicted if given == "predicted" and task == "response" else {},
+            ),
             seed=ctx.episode.seed_for("tutor", len(ctx.turns)),
             json_output=task != "response",
         )
@@ -243,6 +297,9 @@ class MistakeStudent:
         del ctx
         return None
 
+
+STAGE = "remath_stage"
+"""`ctx.meta` key: the task the tutor answers now, when an episode asks more than one (`given: predicted`)."""
 
 _PROMPT_TOKENS = 450
 _REPLY_TOKENS = 80
@@ -265,25 +322,49 @@ class RemediationProtocol:
             strategy_gold=item.data["strategy"],
             intention_gold=item.data["intention"],
         )
+        annotations = item.data.get("annotations") or []
+        if len(annotations) > 1:
+            ctx.metrics.update(snippet=str(item.data["snippet"]), annotator=int(item.data["annotator"]) + 1)
+            for label in ("error", "strategy", "intention"):
+                ctx.metrics.update({f"{label}_a{n}": str(annotations[n - 1][label]) for n in (1, 2)})
+        if task == "response":
+            ctx.meta.update(reference=str(item.data.get("reference", "")), novice=str(item.data.get("novice", "")))
         retries = int(getattr(ctx.tutor, "retries", 2))
+        if task == "response" and ctx.condition.get("given") == "predicted":
+            for stage in ("error", "strategy"):
+                ctx.meta[STAGE] = stage
+                try:
+                    await self._classify(ctx, stage, retries, hide_all=True)
+                finally:
+                    del ctx.meta[STAGE]
+        if task == "response":
+            utterance = await ctx.tutor.respond(ctx)
+            if utterance is None:
+                raise BadModelOutput("the tutor gave no reply")
+            turn = await ctx.add_turn("tutor", utterance)
+            await ctx.judge(turn.index)
+        else:
+            await self._classify(ctx, task, retries, hide_all=False)
+        await ctx.judge("conversation")
+
+    async def _classify(self, ctx: EpisodeContext, task: str, retries: int, *, hide_all: bool) -> None:
+        """Ask a Task A/B question until a valid label (retries), recording it; bad replies stay, hidden."""
         problems: list[str] = []
         for _ in range(retries + 1):
             utterance = await ctx.tutor.respond(ctx)
             if utterance is None:
                 raise BadModelOutput("the tutor gave no reply")
             turn = await ctx.add_turn("tutor", utterance)
-            if task == "response":
-                await ctx.judge(turn.index)
-                break
             try:
                 self._record_labels(ctx, task, turn.text)
-                break
             except ValueError as exc:
                 problems.append(str(exc)[:200])
                 ctx.hide(turn.index)
-        else:
-            raise BadModelOutput(f"task {task}: no valid label in {retries + 1} replies ({'; '.join(problems)})")
-        await ctx.judge("conversation")
+                continue
+            if hide_all:
+                ctx.hide(turn.index)
+            return
+        raise BadModelOutput(f"task {task}: no valid label in {retries + 1} replies ({'; '.join(problems)})")
 
     @staticmethod
     def _record_labels(ctx: EpisodeContext, task: str, text: str) -> None:
@@ -297,7 +378,11 @@ class RemediationProtocol:
         """Upper bound: every retry of a classification is used; a Task C reply is judged once."""
         retries = int(scenario.tutor.options.get("retries", 2))
         task = episode.condition.get("task", "response")
-        tutor_calls = 1 if task == "response" else retries + 1
+        given = episode.condition.get("given", "none")
+        if task != "response":
+            tutor_calls = retries + 1
+        else:
+            tutor_calls = {"human": 0, "predicted": 1 + 2 * (retries + 1)}.get(given, 1)
         tokens = tutor_calls * (_PROMPT_TOKENS + _REPLY_TOKENS)
         calls = judge_calls(scenario, 1 if task == "response" else 0)
         return {
@@ -307,5 +392,6 @@ class RemediationProtocol:
 
 
 TUTORS.add("remediation", RemediationTutor)
+TUTORS.add("expert_replay", ExpertReplayTutor)
 STUDENTS.add("mistake", MistakeStudent)
 PROTOCOLS.add("remediation", RemediationProtocol())

@@ -2,11 +2,19 @@
 
 * Tasks A/B: per label (error, strategy, intention) the exact match with the expert, Cohen's kappa, and the
   entropy of the predicted vs the expert's label distribution, with each label's share.
-* Task C: per condition (`given`: none, error, strategy, both) the mean pairwise score against the reference on
-  usefulness, care, human-soundingness and preference (−2..2, positive = the tutor's reply is better) with a 95%
-  t interval over items, the judge's position bias, and the answer-leak rate (Wilson) when `answer_leak` ran.
-* Paired differences between conditions over items (engine.paired): Friedman then Bonferroni-corrected
-  Wilcoxon for three or more conditions, a single Wilcoxon for two; rank-biserial r with a bootstrap interval.
+  Where Bridge snippets carry two teachers' labels, the tutor is also scored against each teacher separately
+  and the two averaged (the paper's Table 1/2 "match" and "IRR"), and a "human" row gives the two teachers'
+  agreement with each other, over distinct snippets.
+* Task C: per condition (`given`: human, none, error, strategy, both, predicted) the mean pairwise score against
+  the judge's baseline (the novice reply by default; the table names it) on usefulness, care,
+  human-soundingness and preference (−2..2, positive = the reply is better) with a 95% t interval over items,
+  the judge's position bias, and the answer-leak rate (Wilson) when `answer_leak` ran. `human` is the expert's
+  reply replayed: the paper's Human row.
+* Table 8's automated metrics against the expert reply per condition, with the novice reply as "original"
+  (`judges.remath_metrics`).
+* Paired differences between the tutor's conditions over items (engine.paired; the Human row is a reference,
+  not a condition): Friedman then Bonferroni-corrected Wilcoxon for three or more conditions, a single
+  Wilcoxon for two; rank-biserial r with a bootstrap interval.
 """
 
 from __future__ import annotations
@@ -29,12 +37,16 @@ from engine.paired import contrast_rows, format_effect, format_p
 from engine.stats import rate
 
 from .remath_html import remath_html
-from .remediation import PAIRWISE_DIMENSIONS, label_agreement
+from .remath_metrics import AUTOMATED_METRICS, automated_metrics
+from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
+from .votes import most_common
 
 __all__ = ("GIVEN_ORDER", "RemathSummarizer", "mean_interval")
 
-GIVEN_ORDER = ("none", "error", "strategy", "both")
+GIVEN_ORDER = ("human", "none", "error", "strategy", "both", "predicted")
+ROW_NAMES = {"human": "Human (expert reply)", "predicted": "predicted (own A/B labels)"}
 _TASK_LABELS = {"error": ("error",), "strategy": ("strategy", "intention")}
+_TASK_OF = {"error": ("error",), "strategy": ("strategy",), "intention": ("strategy",)}
 _SCORES = (*PAIRWISE_DIMENSIONS, "overall")
 
 
@@ -63,6 +75,15 @@ def _reply_scores(record: EpisodeRecord) -> dict[str, float]:
     return scores
 
 
+def _reply_turn(record: EpisodeRecord) -> int | None:
+    """The judged reply's turn index (the pairwise judge's target), or the last visible tutor turn."""
+    for j in record.judgments:
+        if j.metric == "pairwise_preference" and isinstance(j.target, int) and j.target < len(record.turns):
+            return j.target
+    tutor = [t.index for t in record.turns if t.role == "tutor" and t.visible_to_tutor]
+    return tutor[-1] if tutor else None
+
+
 def _judgment_values(record: EpisodeRecord, metric: str) -> list[Any]:
     return [j.value for j in record.judgments if j.metric == metric and isinstance(j.target, int)]
 
@@ -83,6 +104,10 @@ class RemathSummarizer:
             for label in labels
             if any(r.condition.get("task") == task for r in ok)
         ]
+        for row in agreement:
+            group = [r for r in ok if r.condition.get("task") in _TASK_OF[row["label"]]]
+            row["per_annotator"] = annotator_agreement(group, row["label"])
+            row["human"] = human_agreement(group, row["label"])
         replies = [r for r in ok if r.condition.get("task", "response") == "response"]
         givens = [g for g in GIVEN_ORDER if any(r.condition.get("given") == g for r in replies)]
         scores = {r.id: _reply_scores(r) for r in replies}
@@ -111,17 +136,43 @@ class RemathSummarizer:
                 if isinstance(v, str)
             ]
             row["strategy_adherence"] = rate(sum(adherent), len(adherent)).as_dict() if adherent else None
+            baselines = [v for r in group for v in _judgment_values(r, "pairwise_against") if isinstance(v, str)]
+            row["against"] = most_common(baselines) if baselines else None
             conditions.append(row)
-        differences = self._differences(columns, givens, seed)
+        differences = self._differences(columns, [g for g in givens if g != "human"], seed)
+        automated = self._automated(replies, givens)
         return {
             "remath": {
                 "tutor": manifest.get("models", {}).get("tutor"),
                 "agreement": agreement,
                 "conditions": conditions,
                 "differences": differences,
+                "automated": automated,
+                "against": sorted({str(row["against"]) for row in conditions if row["against"]}),
                 "items": len(items),
             }
         }
+
+    @staticmethod
+    def _automated(replies: Sequence[EpisodeRecord], givens: Sequence[str]) -> list[dict[str, Any]]:
+        """Table 8: the novice reply ("original", once per item) and each condition, against the expert reply."""
+        rows: list[dict[str, Any]] = []
+        novice: dict[str, tuple[str, str]] = {}
+        for r in replies:
+            reference, original = str(r.meta.get("reference", "")), str(r.meta.get("novice", ""))
+            if reference and original:
+                novice.setdefault(r.item_id, (original, reference))
+        if novice:
+            rows.append({"given": "original", **automated_metrics(list(novice.values()))})
+        for given in givens:
+            pairs = [
+                (r.turns[_reply_turn(r)].text, str(r.meta.get("reference", "")))
+                for r in replies
+                if r.condition.get("given") == given and _reply_turn(r) is not None
+            ]
+            if pairs:
+                rows.append({"given": given, **automated_metrics(pairs)})
+        return rows
 
     @staticmethod
     def _differences(
@@ -175,18 +226,30 @@ class RemathSummarizer:
     def render_markdown(self, summary: Mapping[str, Any], /) -> str:
         data = summary["remath"]
         lines = [
-            "## Tasks A and B: agreement with the expert's labels",
+            "## Tasks A and B: agreement with the expert's labels (the paper's Tables 1 and 2)",
             "",
-            "Exact match, Cohen's kappa, and the entropy (natural log) of the predicted and the expert's labels.",
+            "Exact match, Cohen's kappa, and the entropy (natural log) of the predicted and the expert's labels. "
+            "Where snippets are labelled by two teachers, \"2 teachers\" scores the tutor against each teacher and "
+            "averages the two (the paper's match and IRR), and the human row is the teachers' agreement with each "
+            "other.",
             "",
-            "| label | n | match | kappa | entropy (tutor) | entropy (expert) | most frequent (tutor) |",
-            "|---|---|---|---|---|---|---|",
+            "| label | who | n | match | kappa | match (2 teachers) | kappa (2 teachers) | entropy | "
+            "entropy (expert) | most frequent |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in data["agreement"]:
+            both = row.get("per_annotator") or {}
             lines.append(
-                f"| {row['label']} | {row['n']} | {_num(row['match'], pct=True)} | {_num(row['kappa'])} | "
+                f"| {row['label']} | tutor | {row['n']} | {_num(row['match'], pct=True)} | {_num(row['kappa'])} | "
+                f"{_num(both.get('match'), pct=True)} | {_num(both.get('kappa'))} | "
                 f"{_num(row['entropy_pred'])} | {_num(row['entropy_gold'])} | {_top(row['shares_pred'])} |"
             )
+            human = row.get("human")
+            if human:
+                lines.append(
+                    f"| {row['label']} | human–human | {human['n']} | – | – | {_num(human['match'], pct=True)} | "
+                    f"{_num(human['kappa'])} | {_num(human['entropy'])} | – | – |"
+                )
         for row in data["agreement"]:
             lines += ["", f"### {row['label']}: share of each label", "", "| | " + " | ".join(row["labels"]) + " |"]
             lines.append("|---|" + "---|" * len(row["labels"]))
@@ -194,20 +257,38 @@ class RemathSummarizer:
                 lines.append(f"| {who} | " + " | ".join(f"{row[key][lab]:.0%}" for lab in row["labels"]) + " |")
         lines += [
             "",
-            "## Task C: the tutor's reply against the reference response",
+            f"## Task C: replies against {_baseline(data)} (the paper's Table 3)",
             "",
-            "Mean pairwise score (−2..2; positive: the tutor's reply is rated better), both presentation orders "
-            "combined, with 95% t intervals over items.",
+            "Mean pairwise score (−2..2; positive: the reply is rated better than the baseline), both presentation "
+            "orders combined, with 95% t intervals over items. The Human row is the expert's reply, judged the "
+            "same way.",
             "",
-            "| given | replies | " + " | ".join(_SCORES) + " | position bias | answer leak | strategy adherence |",
-            "|---|---|" + "---|" * (len(_SCORES) + 3),
+            "| given | against | replies | " + " | ".join(_SCORES) + " | position bias | answer leak | "
+            "strategy adherence |",
+            "|---|---|---|" + "---|" * (len(_SCORES) + 3),
         ]
         for row in data["conditions"]:
             cells = " | ".join(_interval(row[m]) for m in _SCORES)
             lines.append(
-                f"| {row['given']} | {row['replies']} | {cells} | {_num(row['position_bias'])} | "
+                f"| {_row_name(row['given'])} | {row.get('against') or '–'} | {row['replies']} | {cells} | "
+                f"{_num(row['position_bias'])} | "
                 f"{format_rate(row['answer_leak'])} | {format_rate(row['strategy_adherence'])} |"
             )
+        if data.get("automated"):
+            lines += [
+                "",
+                "## Task C: automated metrics against the expert reply (the paper's Table 8)",
+                "",
+                "ROUGE-1/L F1 and BLEU (0..1) per reply, averaged; Self-BLEU (bigrams) within the row; entropy: "
+                "word-distribution entropy per reply (nats; the paper used a language model's entropy); length in "
+                "words. \"original\" is the novice tutor's reply.",
+                "",
+                "| given | n | " + " | ".join(AUTOMATED_METRICS) + " |",
+                "|---|---|" + "---|" * len(AUTOMATED_METRICS),
+            ]
+            for row in data["automated"]:
+                cells = " | ".join(_num(row[m]) for m in AUTOMATED_METRICS)
+                lines.append(f"| {_row_name(row['given'])} | {row['n']} | {cells} |")
         lines += ["", "## Task C: paired differences between conditions", ""]
         if data["differences"]:
             lines += [
@@ -228,34 +309,56 @@ class RemathSummarizer:
         data = summary["remath"]
         parts: list[RenderableType] = []
         if data["agreement"]:
-            table = Table(title="ReMath Tasks A/B: agreement with the expert")
-            for column in ("label", "n", "match", "kappa", "entropy tutor", "entropy expert", "most frequent"):
-                table.add_column(column, justify="left" if column in ("label", "most frequent") else "right")
+            table = Table(title="ReMath Tasks A/B (Tables 1-2): agreement with the expert; 2 teachers = averaged")
+            columns = ("label", "who", "n", "match", "kappa", "match 2t", "kappa 2t", "entropy", "most frequent")
+            for column in columns:
+                table.add_column(column, justify="left" if column in ("label", "who", "most frequent") else "right")
             for row in data["agreement"]:
+                both = row.get("per_annotator") or {}
                 table.add_row(
                     *map(
                         Text,
                         (
                             row["label"],
+                            "tutor",
                             str(row["n"]),
                             _num(row["match"], pct=True),
                             _num(row["kappa"]),
+                            _num(both.get("match"), pct=True),
+                            _num(both.get("kappa")),
                             _num(row["entropy_pred"]),
-                            _num(row["entropy_gold"]),
                             _top(row["shares_pred"]),
                         ),
                     )
                 )
+                human = row.get("human")
+                if human:
+                    cells = (row["label"], "human–human", str(human["n"]), "–", "–")
+                    table.add_row(
+                        *map(
+                            Text,
+                            (*cells, _num(human["match"], pct=True), _num(human["kappa"]), _num(human["entropy"]), "–"),
+                        )
+                    )
             parts.append(table)
         if data["conditions"]:
-            table = Table(title="ReMath Task C: reply vs reference (−2..2, both orders; 95% CI)")
+            table = Table(title=f"ReMath Task C (Table 3): reply vs {_baseline(data)} (−2..2, both orders; 95% CI)")
             table.add_column("given")
             for column in (*_SCORES, "pos. bias", "leak"):
                 table.add_column(column, justify="right")
             for row in data["conditions"]:
                 cells = [_interval(row[m]) for m in _SCORES]
                 leak = format_rate(row["answer_leak"])
-                table.add_row(*map(Text, (row["given"], *cells, _num(row["position_bias"]), leak)))
+                table.add_row(*map(Text, (_row_name(row["given"]), *cells, _num(row["position_bias"]), leak)))
+            parts.append(table)
+        if data.get("automated"):
+            table = Table(title="ReMath Task C (Table 8): automated metrics vs the expert reply")
+            table.add_column("given")
+            for column in ("n", *AUTOMATED_METRICS):
+                table.add_column(column, justify="right")
+            for row in data["automated"]:
+                cells = [_num(row[m]) for m in AUTOMATED_METRICS]
+                table.add_row(*map(Text, (_row_name(row["given"]), str(row["n"]), *cells)))
             parts.append(table)
         if data["differences"]:
             table = Table(title="ReMath Task C: paired differences over items")
@@ -283,6 +386,17 @@ def _num(value: float | None, *, pct: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{value:.0%}" if pct else f"{value:+.2f}" if value < 0 else f"{value:.2f}"
+
+
+def _row_name(given: str) -> str:
+    return ROW_NAMES.get(given, given)
+
+
+def _baseline(data: Mapping[str, Any]) -> str:
+    """What the pairwise judge compared with, as the table title says it."""
+    names = {"novice": "the novice tutor's reply", "reference": "the expert's reference reply"}
+    against = list(data.get("against") or [])
+    return " / ".join(names.get(a, a) for a in against) if against else "the baseline"
 
 
 def _interval(cell: Mapping[str, Any]) -> str:

@@ -4,8 +4,9 @@ Tasks A and B are scored against the gold labels the way the paper reports them:
 and the entropy of the label distribution (a model that always says "guess" can match often and still be
 useless; entropy shows it). The formulas are `engine.agreement`'s.
 
-Task C's `remath_pairwise` judge compares the tutor's reply with the item's reference response (or the novice
-response, `against: novice`) on usefulness, care, human-soundingness and overall preference, each −2..2 where
+Task C's `remath_pairwise` judge compares the tutor's reply with the novice tutor's original reply (`against:
+novice`, the default and the paper's Table 3 baseline) or with the expert's reference (`against: reference`) on
+usefulness, care, human-soundingness and overall preference, each −2..2 where
 positive means the second response shown is better — the paper's scale. Judges favour a position, so every
 vote is asked in both orders: with the reply second, its score is the judge's; with the reply first, it is the
 judge's score with its sign flipped. The recorded value is the mean over both orders and all votes (positive:
@@ -38,7 +39,9 @@ __all__ = (
     "PairwiseVerdict",
     "StrategyJudge",
     "StrategyVerdict",
+    "annotator_agreement",
     "combine_orders",
+    "human_agreement",
     "label_agreement",
 )
 
@@ -136,8 +139,8 @@ def combine_orders(
 
 
 class PairwiseOptions(RubricOptions):
-    against: Literal["reference", "novice"] = "reference"
-    """Compare with the expert's reference response, or with the novice tutor's (the paper's baseline)."""
+    against: Literal["novice", "reference"] = "novice"
+    """Compare with the novice tutor's original reply (the paper's baseline), or with the expert's reference."""
 
 
 class PairwiseJudge(RubricJudge):
@@ -176,7 +179,8 @@ class PairwiseJudge(RubricJudge):
         async with anyio.create_task_group() as group:
             group.start_soon(ask, "reply_second", other, reply)
             group.start_soon(ask, "reply_first", reply, other)
-        return combine_orders(results["reply_second"], results["reply_first"], judge=self.name, target=target)
+        found = combine_orders(results["reply_second"], results["reply_first"], judge=self.name, target=target)
+        return [*found, Judgment(judge=self.name, metric="pairwise_against", target=target, value=self.against)]
 
 
 class StrategyVerdict(BaseModel):
@@ -264,3 +268,53 @@ def label_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, A
 
 JUDGES.add("remath_pairwise", PairwiseJudge)
 JUDGES.add("remath_strategy", StrategyJudge)
+
+
+def _annotated(records: Sequence[EpisodeRecord], label: str) -> list[tuple[EpisodeRecord, str, str]]:
+    found = []
+    for record in records:
+        a1, a2 = record.metrics.get(f"{label}_a1"), record.metrics.get(f"{label}_a2")
+        if record.status == "ok" and isinstance(a1, str) and isinstance(a2, str):
+            found.append((record, a1, a2))
+    return found
+
+
+def annotator_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, Any] | None:
+    """The tutor against each of a doubly-labelled snippet's two teachers, and the mean of the two.
+
+    The paper computes match and kappa "separately for each annotator then averaged across annotators". Bridge
+    does not name its teachers, so teacher 1 is a snippet's first labelling in split order and teacher 2 its
+    second. None when no record is doubly labelled.
+    """
+    rows = [(r, a1, a2) for r, a1, a2 in _annotated(records, label) if isinstance(r.metrics.get(f"{label}_pred"), str)]
+    if not rows:
+        return None
+    order = LABELS[label]
+    pred = [str(r.metrics[f"{label}_pred"]) for r, _, _ in rows]
+    found: dict[str, Any] = {"n": len(rows)}
+    for n, gold in ((1, [a1 for _, a1, _ in rows]), (2, [a2 for _, _, a2 in rows])):
+        result = agreement(gold, pred, order)
+        found[f"match_{n}"], found[f"kappa_{n}"] = result.accuracy, result.kappa
+    for key in ("match", "kappa"):
+        values = [found[f"{key}_{n}"] for n in (1, 2)]
+        found[key] = None if None in values else sum(values) / 2
+    return found
+
+
+def human_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, Any] | None:
+    """The two teachers' agreement (match, Cohen's kappa) over the distinct doubly-labelled snippets in `records`.
+
+    With two teachers, "per annotator, then averaged" is the one pair's kappa: the statistic is symmetric.
+    """
+    pairs: dict[str, tuple[str, str]] = {}
+    for record, a1, a2 in _annotated(records, label):
+        pairs.setdefault(str(record.metrics.get("snippet", record.item_id)), (a1, a2))
+    if not pairs:
+        return None
+    result = agreement([a for a, _ in pairs.values()], [b for _, b in pairs.values()], LABELS[label])
+    return {
+        "n": result.n,
+        "match": result.accuracy,
+        "kappa": result.kappa,
+        "entropy": label_entropy([a for pair in pairs.values() for a in pair]),
+    }

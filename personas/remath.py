@@ -14,6 +14,11 @@ Two item sources are registered:
   `{c_id, lesson_topic, c_h, c_r, c_r_, e, z_what, z_why, ...}`). `c_id` repeats within and across splits, so
   items are keyed by file stem and position. Labels outside the vocabulary are free text and become `N/A`
   (error) or `other` (strategy, intention); the raw label stays in `item.data["raw"]`.
+  The release labels some snippets twice: the same `c_id` and history, in the same or another split, with
+  another teacher's labels and reply. The loader reads the sibling splits of the folder (`train`, `validation`,
+  `test`) to find them: `item.data["snippet"]` names the snippet, `annotations` lists every labelling of it
+  (in split order, then position) and `annotator` is this record's place in that list — the material for
+  human–human agreement (`double_labelled`).
 
 Every item becomes an `engine.Item` whose `data` holds `topic`, `history`, `error`, `strategy`, `intention`,
 `reference`, `novice` (may be "") and `source_id`; `question` is the student's mistaken message.
@@ -21,6 +26,7 @@ Every item becomes an `engine.Item` whose `data` holds `topic`, `history`, `erro
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -42,7 +48,9 @@ __all__ = (
     "MistakeItem",
     "RemathSource",
     "Turn",
+    "BRIDGE_SPLITS",
     "bridge_items",
+    "double_labelled",
     "load_mistake_items",
     "normalise_error",
     "normalise_intention",
@@ -247,6 +255,47 @@ def _turn_text(turns: Any) -> str:
     return " ".join(str(t.get("text", "")).strip() for t in turns if isinstance(t, dict) and t.get("text")).strip()
 
 
+BRIDGE_SPLITS = ("train", "validation", "test")
+"""The release's files, in the order that numbers the annotators of a doubly-labelled snippet."""
+
+
+def snippet_key(record: Mapping[str, Any]) -> str:
+    """A Bridge snippet's identity: `c_id` plus a digest of its history (a repeated id alone is not enough)."""
+    history = "\x1f".join(str(t.get("text", "")) for t in record.get("c_h") or [] if isinstance(t, dict))
+    digest = hashlib.sha256(history.encode("utf-8")).hexdigest()[:10]
+    return f"{record.get('c_id', '')}#{digest}"
+
+
+def _labels(record: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        "error": normalise_error(str(record.get("e", ""))),
+        "strategy": normalise_strategy(str(record.get("z_what", ""))),
+        "intention": normalise_intention(str(record.get("z_why", ""))),
+    }
+
+
+def double_labelled(folder: Path) -> dict[str, list[dict[str, str]]]:
+    """Every labelling of each snippet over the release's splits in `folder`, normalised, in annotator order.
+
+    Each labelling also carries `split` and `position` (of its record). Splits that are absent are skipped;
+    so are files that are not Bridge JSON lists.
+    """
+    found: dict[str, list[dict[str, str]]] = {}
+    for split in BRIDGE_SPLITS:
+        path = folder / f"{split}.json"
+        try:
+            records = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if not isinstance(records, list):
+            continue
+        for position, record in enumerate(records):
+            if isinstance(record, dict):
+                labels = {**_labels(record), "split": split, "position": str(position)}
+                found.setdefault(snippet_key(record), []).append(labels)
+    return found
+
+
 def bridge_items(records: Any, *, split: str) -> list[MistakeItem]:
     """Mistake items from parsed Bridge JSON (a list of records); records without a usable history are skipped.
 
@@ -336,14 +385,23 @@ class BridgeSource:
             raise ScenarioError(f"{path}: not the Bridge layout: {exc}") from None
         raw = {m.id: m for m in items}
         by_position = {f"{_key(path.stem) or 'bridge'}-{i:04d}": r for i, r in enumerate(records)}
-        return [
-            to_item(
+        labellings = double_labelled(path.parent) if path.stem in BRIDGE_SPLITS else {}
+        found: list[Item] = []
+        for m in _select(list(raw.values()), chosen):
+            record = by_position[m.id]
+            item = to_item(
                 m,
-                source_id=str(by_position[m.id].get("c_id", m.id)),
-                raw={k: str(by_position[m.id].get(k, "")) for k in ("e", "z_what", "z_why")},
+                source_id=str(record.get("c_id", m.id)),
+                raw={k: str(record.get(k, "")) for k in ("e", "z_what", "z_why")},
             )
-            for m in _select(list(raw.values()), chosen)
-        ]
+            key = snippet_key(record)
+            annotations = labellings.get(key, [])
+            mine = [i for i, a in enumerate(annotations) if (a["split"], a["position"]) == (path.stem, str(int(m.id.rsplit("-", 1)[1])))]
+            if len(annotations) > 1 and mine:
+                labels = [{k: a[k] for k in ("error", "strategy", "intention")} for a in annotations]
+                item.data.update(snippet=key, annotations=labels, annotator=mine[0])
+            found.append(item)
+        return found
 
 
 ITEM_SOURCES.add("remath", RemathSource())

@@ -14,6 +14,8 @@ The sim knows the mistake item's expert labels and reference answer through the 
   probability `leak_base` (it "corrects directly", as the paper saw unconstrained models do). Told the error
   (`given` error or both) it opens with an acknowledgement of the student's thinking; otherwise with
   probability 1/2. So planted quality rises from `none` to `both`, which the paired tables should find.
+  Told its own labels (`given: predicted`, sent as the request's `data`), it uses its own strategy and opens
+  with the acknowledgement: between `none` and `both`, as close to `both` as its Task B was right.
 * **Pairwise judge** (`judge`, `remath_pairwise`): rates responses A and B on usefulness, care,
   human-soundingness and preference (−2..2, positive = B better) from surface features of each text:
   useful = asks a question or sets a step, and does not state the reference answer; caring = warm words
@@ -145,6 +147,9 @@ def _respond(request: ChatRequest, rng: random.Random, knobs: Any) -> str:
     given = request.context.condition.get("given", "none")
     gold = _gold(request, "strategy", "ask_question")
     strategy_draw, leak_draw, opener_draw = rng.random(), rng.random(), rng.random()
+    if given == "predicted":
+        gold = str(request.context.data.get("strategy") or gold)
+        given = "both"
     if given in ("strategy", "both") or strategy_draw < knobs.strategy_rate:
         strategy = gold
     else:
