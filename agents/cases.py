@@ -5,12 +5,18 @@ ending in the student's challenging behaviour, and asks the tutor one task, name
 
 * `task: open` — the tutor's `response: immediate` (what to say or do right now) or `response: long_term`
   (a plan over weeks), from the minimal context and the dialogue only; with `reference: retrieved` the prompt
-  also lists effective strategies of the most similar *other* cases (their ranking is fixed when the cases
-  are loaded, see `personas.case_retrieval`). The reply is the judged turn (the checklist judge).
-* `task: mcq4` — choose the most fitting intervention among four: one effective strategy of this case and,
-  as distractors, effective strategies of the three most similar other cases; `task: binary` — one effective
-  and one ineffective strategy of this case. Options are shuffled with the episode seed; a dataset's own MCQs
-  (public TutorCaseBench) are used when the case carries them. Scored exactly, against chance 1/options.
+  also lists the strategies that worked and those that failed (labelled so) in the most similar *unrelated*
+  cases (never the same student or scenario family; the ranking is fixed when the cases are loaded, see
+  `personas.case_retrieval`). The reply is the judged turn (the checklist judge).
+* `task: mcq4` — one MCQ per effective strategy of the case (condition `strategy: 1, 2, ...`, the paper's
+  "each strategy is a separate correct option"): that strategy and, as distractors, effective strategies of
+  three unrelated cases, one per case, most similar case first, the candidate of each closest in length to the
+  correct option, rejecting any whose TF-IDF cosine with the correct option (or another effective strategy of
+  this case) exceeds `distractor_max_similarity` (a reworded correct answer is no distractor). `task: binary`
+  — the same strategy against the ineffective strategy of this case closest to it in length. Options are
+  shuffled with the episode seed; a dataset's own MCQs (public TutorCaseBench) are used, the n-th for
+  `strategy: n`, when the case carries them. Scored exactly, against chance 1/options. `meta.mcq_strategy`
+  names the correct option's text.
 * `task: interactive` — the immediate response, judged the same way, then the persona student goes on for
   `turns` turns (the `case_persona` student's option) with tutor replies between them, and the conversation
   is judged for de-escalation.
@@ -45,16 +51,19 @@ from engine import (
     judge_calls,
 )
 from engine.text import parse_json_object
+from personas.case_retrieval import tfidf_similarity
 from personas.cases import Case, ResponseType, case_of
 
 __all__ = (
     "CASE_TASKS",
+    "DISTRACTOR_MAX_SIMILARITY",
     "MCQ",
     "CaseDesign",
     "CaseStudent",
     "CaseTutor",
     "CasesProtocol",
     "build_mcq",
+    "Reference",
     "parse_choice",
     "reference_strategies",
     "task_prompt",
@@ -91,28 +100,48 @@ def _dialogue(case: Case) -> str:
     return "\n".join(f"{turn.speaker.upper()}: {turn.text}" for turn in case.dialogue)
 
 
-def reference_strategies(item: Item, response: ResponseType) -> list[tuple[str, list[str]]]:
-    """(case id, effective strategies of `response`) for the `references` most similar other cases."""
+@dataclass(frozen=True)
+class Reference:
+    """One retrieved case as a reference prompt lists it: what worked for its student and what failed."""
+
+    case_id: str
+    worked: tuple[str, ...]
+    failed: tuple[str, ...]
+
+
+def _effective_key(response: ResponseType) -> str:
+    return "immediate_effective" if response == "immediate" else "long_term_effective"
+
+
+def reference_strategies(item: Item, response: ResponseType) -> list[Reference]:
+    """The `references` most similar unrelated cases that worked for `response`, with their failed strategies."""
     k = int(item.data.get("references", 2))
-    found: list[tuple[str, list[str]]] = []
+    found: list[Reference] = []
     for near in item.data.get("neighbours", []):
         if len(found) >= k:
             break
-        key = "immediate_effective" if response == "immediate" else "long_term_effective"
-        strategies = [str(s) for s in near.get("strategies", {}).get(key, [])]
-        if strategies:
-            found.append((str(near.get("id")), strategies))
+        strategies = near.get("strategies", {})
+        worked = tuple(str(s) for s in strategies.get(_effective_key(response), []))
+        if worked:
+            failed = tuple(str(s) for s in strategies.get("ineffective", []))
+            found.append(Reference(str(near.get("id")), worked, failed))
     return found
 
 
-def task_prompt(case: Case, response: ResponseType, references: Sequence[tuple[str, list[str]]] = ()) -> str:
+def task_prompt(case: Case, response: ResponseType, references: Sequence[Reference] = ()) -> str:
     """The open-ended task as the tutor reads it: minimal context, dialogue, optional references, instruction."""
     parts = [f"SITUATION\n{case.minimal_context}", f"DIALOGUE\n{_dialogue(case)}"]
     if references:
-        lines = [f"- {s}" for _, strategies in references for s in strategies]
+        blocks = []
+        for number, ref in enumerate(references, 1):
+            lines = [f"Similar case {number}", "Worked:", *(f"- {s}" for s in ref.worked)]
+            if ref.failed:
+                lines += ["Did not work:", *(f"- {s}" for s in ref.failed)]
+            blocks.append("\n".join(lines))
         parts.append(
-            "REFERENCE\nStrategies that worked for students in similar documented cases (they may or may not fit "
-            "this student; adapt what fits):\n" + "\n".join(lines)
+            "REFERENCE\nStrategies documented to have worked or failed for similar but different students, most "
+            "similar case first. They are not a script and were not written for this student: adapt, combine or "
+            "ignore them as fits.\n\n" + "\n\n".join(blocks)
         )
     parts.append(_IMMEDIATE if response == "immediate" else _LONG_TERM)
     return "\n\n".join(parts)
@@ -126,6 +155,8 @@ class MCQ:
     correct: int
     source: str
     """`built` (from this case's and its neighbours' strategies) or the dataset's MCQ id."""
+    strategy: str = ""
+    """The correct option's text: the effective strategy this MCQ tests."""
 
     @property
     def letters(self) -> str:
@@ -143,37 +174,83 @@ class MCQ:
         )
 
 
-def build_mcq(item: Item, case: Case, response: ResponseType, variant: str, rng: random.Random) -> MCQ | None:
-    """The episode's MCQ, or None when the case lacks the material (shuffled with `rng`, the episode's)."""
-    fixed = [m for m in case.mcqs if m.response == response and m.variant == variant]
+DISTRACTOR_MAX_SIMILARITY = 0.5
+"""Default ceiling on the TF-IDF cosine between a distractor and the correct option (or another effective
+strategy of the case): above it the candidate reads as a rewording of a right answer."""
+
+
+def _length_gap(a: str, b: str) -> int:
+    return abs(len(a.split()) - len(b.split()))
+
+
+def build_mcq(
+    item: Item,
+    case: Case,
+    response: ResponseType,
+    variant: str,
+    rng: random.Random,
+    *,
+    strategy: int = 0,
+    max_similarity: float = DISTRACTOR_MAX_SIMILARITY,
+) -> MCQ | None:
+    """The MCQ for effective strategy `strategy` (0-based), or None when the case lacks the material.
+
+    Options are shuffled with `rng` (the episode's). See the module doc for how distractors are chosen.
+    """
+    fixed = sorted((m for m in case.mcqs if m.response == response and m.variant == variant), key=lambda m: m.id)
     if fixed:
-        chosen = rng.choice(fixed)
+        if strategy >= len(fixed):
+            return None
+        chosen = fixed[strategy]
         options, correct, source = list(chosen.options), chosen.correct, chosen.id
     else:
         effective = case.strategies.effective(response)
-        if not effective:
+        if strategy >= len(effective):
             return None
-        right = rng.choice(effective)
+        right = effective[strategy]
         if variant == "binary":
             if not case.strategies.ineffective:
                 return None
-            options = [right, rng.choice(case.strategies.ineffective)]
+            wrong = min(case.strategies.ineffective, key=lambda s: (_length_gap(s, right), s))
+            options = [right, wrong]
         else:
-            key = "immediate_effective" if response == "immediate" else "long_term_effective"
-            distractors: list[str] = []
-            for near in item.data.get("neighbours", []):
-                candidates = [str(s) for s in near.get("strategies", {}).get(key, []) if s != right]
-                if candidates:
-                    distractors.append(rng.choice(candidates))
-                if len(distractors) == 3:
-                    break
-            if len(distractors) < 3:
+            found = _distractors(item, right, [s for s in effective if s != right], response, max_similarity)
+            if found is None:
                 return None
-            options = [right, *distractors]
+            options = [right, *found]
         correct, source = 0, "built"
     order = list(range(len(options)))
     rng.shuffle(order)
-    return MCQ(tuple(options[i] for i in order), order.index(correct), source)
+    return MCQ(tuple(options[i] for i in order), order.index(correct), source, options[correct])
+
+
+def _distractors(
+    item: Item, right: str, siblings: list[str], response: ResponseType, max_similarity: float
+) -> list[str] | None:
+    """Three distractors, one per unrelated case, nearest case first; None when fewer than three qualify."""
+    pools = [
+        [str(s) for s in near.get("strategies", {}).get(_effective_key(response), []) if s != right]
+        for near in item.data.get("neighbours", [])
+    ]
+    candidates = list(dict.fromkeys(s for pool in pools for s in pool))
+    if not candidates:
+        return None
+    texts = [right, *siblings, *candidates]
+    similarity = tfidf_similarity(texts)
+    answers = range(1 + len(siblings))
+    too_close = {
+        text
+        for j, text in enumerate(texts)
+        if j > len(siblings) and any(similarity[a, j] > max_similarity for a in answers)
+    }
+    chosen: list[str] = []
+    for pool in pools:
+        usable = [s for s in pool if s not in too_close and s not in chosen]
+        if usable:
+            chosen.append(min(usable, key=lambda s: (_length_gap(s, right), s)))
+        if len(chosen) == 3:
+            return chosen
+    return None
 
 
 _JSON_ANSWER = re.compile(r"\W*(?:option\s+)?([A-D])\b.*", re.IGNORECASE | re.DOTALL)
@@ -198,7 +275,11 @@ def parse_choice(text: str, letters: str) -> str | None:
 
 
 class CaseDesign:
-    """Conditions `{task, response, reference}`; every key is paired so a case's conditions share one seed."""
+    """Conditions `{task, response, reference, strategy}`; every key is paired so a case's conditions share one seed.
+
+    `strategy` numbers the MCQ of a case (1, 2, ...: its n-th effective strategy); it is `-` for the other tasks.
+    A case with fewer effective strategies records the extra MCQ conditions as skipped.
+    """
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -206,8 +287,12 @@ class CaseDesign:
         responses: list[ResponseType] = Field(default_factory=lambda: _BOTH_RESPONSES.copy(), min_length=1)
         reference: bool = True
         """Also run open tasks with strategies of similar cases in the prompt (the paired reference gain)."""
+        mcq_strategies: int = Field(default=3, ge=1, le=20)
+        """MCQs per case and response type: one per effective strategy, up to this many."""
+        distractor_max_similarity: float = Field(default=DISTRACTOR_MAX_SIMILARITY, gt=0.0, le=1.0)
+        """Reject a distractor whose TF-IDF cosine with a right answer of the case exceeds this."""
 
-    paired_factors = ("task", "response", "reference")
+    paired_factors = ("task", "response", "reference", "strategy")
     min_items = 1
 
     def __init__(self, options: Options) -> None:
@@ -220,11 +305,20 @@ class CaseDesign:
                 if task == "interactive" and response != "immediate":
                     continue  # the student reacts to what the tutor says now, not to a plan
                 levels = ("none", "retrieved") if task == "open" and self.options.reference else ("none",)
-                found += [{"task": task, "response": response, "reference": level} for level in levels]
+                mcq = task in ("mcq4", "binary")
+                numbers = [str(n) for n in range(1, self.options.mcq_strategies + 1)] if mcq else ["-"]
+                found += [
+                    {"task": task, "response": response, "reference": level, "strategy": number}
+                    for level in levels
+                    for number in numbers
+                ]
         return found
 
     def extras(self, episode: Episode, /) -> dict[str, Any]:
-        return {"challenge_type": episode.item.domain}
+        return {
+            "challenge_type": episode.item.domain,
+            "distractor_max_similarity": self.options.distractor_max_similarity,
+        }
 
 
 def _condition(ctx: EpisodeContext) -> tuple[str, ResponseType, bool]:
@@ -375,9 +469,19 @@ class CasesProtocol:
         await ctx.judge("conversation")
 
     async def _mcq(self, ctx: EpisodeContext, case: Case, response: ResponseType, variant: str) -> None:
-        mcq = build_mcq(ctx.episode.item, case, response, variant, random.Random(ctx.episode.seed_for("mcq")))
+        number = ctx.condition.get("strategy", "1")
+        strategy = int(number) - 1 if number.isdigit() and int(number) > 0 else 0
+        mcq = build_mcq(
+            ctx.episode.item,
+            case,
+            response,
+            variant,
+            random.Random(ctx.episode.seed_for("mcq")),
+            strategy=strategy,
+            max_similarity=float(ctx.episode.extras.get("distractor_max_similarity", DISTRACTOR_MAX_SIMILARITY)),
+        )
         if mcq is None:
-            ctx.metrics["skipped"] = f"no material for a {variant} item"
+            ctx.metrics["skipped"] = f"no material for {variant} item {strategy + 1}"
             return
         ctx.meta.update(mcq_shown=mcq)
         try:
@@ -390,7 +494,7 @@ class CasesProtocol:
                 ctx.hide(turn.index)
         finally:
             del ctx.meta["mcq_shown"]  # records hold JSON only
-        ctx.meta.update(mcq_options=list(mcq.options), mcq_source=mcq.source)
+        ctx.meta.update(mcq_options=list(mcq.options), mcq_source=mcq.source, mcq_strategy=mcq.strategy)
         ctx.metrics.update(
             mcq_options=len(mcq.options),
             mcq_correct_letter=mcq.letters[mcq.correct],

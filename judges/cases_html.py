@@ -1,7 +1,7 @@
 """The `cases` section of report.html: success, criteria, MCQ vs chance, reference gain, de-escalation, diversity.
 
 Every plot is followed by the table of the numbers it draws, read from the same `summary["cases"]` rows, so the
-page and summary.json never disagree. Intervals are the summary's: Wilson for rates, bootstrap for r.
+page and summary.json never disagree. Intervals are the summary's: case-resampling for rates, Wilson for pooled criteria, bootstrap for r.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _success(data: Mapping[str, Any]) -> Markup:
     challenges = [*data["challenge_types"], ALL]
     cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in rows}
     series = [(f"{resp} · ref {ref}", [cells.get((c, resp, ref)) for c in challenges]) for resp, ref in columns]
-    fig = _intervals(challenges, series, xlabel="success rate (≥ 1 checklist criterion holds), 95% Wilson interval")
+    fig = _intervals(challenges, series, xlabel="success rate (≥ 1 checklist criterion holds), 95% interval resampling cases")
     numbers = table(
         ("challenge type", *(f"{resp} · ref {ref}" for resp, ref in columns)),
         [[c, *(rate_cell(cells.get((c, *col))) for col in columns)] for c in challenges],
@@ -175,7 +175,7 @@ def _mcq(data: Mapping[str, Any]) -> Markup:
         ax.set_xlim(-0.02, 1.02)
         ax.set_title(f"{variant} (chance {', '.join(f'{c:.0%}' for c in sorted(chances)) or '?'})", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
-    axes[-1, 0].set_xlabel("accuracy, 95% Wilson interval (dashed: chance; green: interval above chance)")
+    axes[-1, 0].set_xlabel("accuracy, 95% interval resampling cases (dashed: chance; green: interval above chance)")
     ordered = sorted(rows, key=lambda r: (r["variant"], r["response"] != ALL, r["challenge_type"] == ALL))
     numbers = table(
         ("variant", "response", "challenge type", "accuracy [95% CI] (k/n)", "chance", "p vs chance", "invalid"),
@@ -197,8 +197,8 @@ def _mcq(data: Mapping[str, Any]) -> Markup:
     return plot(
         fig,
         key="cases-mcq",
-        caption="Choosing the fitting intervention: accuracy against chance (1 / options), two-sided exact "
-        "binomial test; an invalid answer counts as wrong.",
+        caption="Choosing the fitting intervention: accuracy against chance (1 / options), two-sided one-sample "
+        "t-test of per-case accuracy; an invalid answer counts as wrong.",
         numbers=numbers,
     )
 
@@ -271,7 +271,7 @@ def _deescalation(data: Mapping[str, Any]) -> Markup:
     fig = _intervals(
         [r["group"] for r in ordered],
         [("de-escalated", ordered)],
-        xlabel="share of dialogues de-escalated, 95% Wilson interval",
+        xlabel="share of dialogues de-escalated, 95% interval resampling cases",
     )
     numbers = table(
         ("by", "group", "de-escalated [95% CI] (k/n)"),

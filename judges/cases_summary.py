@@ -1,8 +1,13 @@
 """Tables for the `cases` scenario kind, from the records alone (so `simrun report` rebuilds them).
 
 * success rate of open responses (at least one rubric criterion holds) per challenge type × response type ×
-  reference, with 95% Wilson intervals, and the criterion satisfaction rate;
-* MCQ accuracy per variant × response type against chance (1/options), with a two-sided exact binomial test;
+  reference, with an "overall" column pooling both response types (the paper's Table 1), and the criterion
+  satisfaction rate. Replicates of a case, and its two response types, share the case, so success and MCQ
+  intervals resample cases (`engine.stats.clustered_rate`), never single replies;
+* MCQ accuracy per variant × response type against chance (1/options): the pooled accuracy with its
+  case-clustered interval, and a two-sided one-sample t-test of the per-case accuracies (over replicates and
+  strategies) against chance — one value per case, since a test over replies as independent trials would be
+  anticonservative;
 * the reference gain: per case, success with retrieved strategies minus success without, a paired difference
   tested with Wilcoxon (Pratt) and sized with the rank-biserial r and its bootstrap interval (`engine.paired`);
 * the de-escalation rate of interactive continuations, overall, per challenge type and by whether the
@@ -26,14 +31,16 @@ from scipy import stats
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
 from engine.format import format_pct, format_rate, nanmean
 from engine.paired import format_effect, format_p, paired_contrast
-from engine.stats import rate
+from engine.stats import clustered_rate, rate
 
 from .cases_html import cases_html
 from .checklist import distinct_n, top_ngram
 
-__all__ = ("CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
+__all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
 
 ALL = "all"
+OVERALL = "overall"
+"""The success column that pools both response types (the paper's Table 1 "Overall")."""
 CHALLENGE_ORDER = (
     "task_resistance",
     "emotional_distress",
@@ -87,30 +94,31 @@ class CasesSummarizer:
             "cases": {
                 "tutor": manifest.get("models", {}).get("tutor"),
                 "challenge_types": _order({_challenge(r) for r in ok}),
-                "success": self._success(open_records),
+                "success": self._success(open_records, seed),
                 "criteria": self._criteria(open_records),
-                "mcq": self._mcq(mcq),
+                "mcq": self._mcq(mcq, seed),
                 "reference_gain": self._reference_gain(open_records, seed),
-                "deescalation": self._deescalation(interactive),
+                "deescalation": self._deescalation(interactive, seed),
                 "diversity": self._diversity(open_records),
                 "skipped": dict(sorted(skipped.items())),
             }
         }
 
     @staticmethod
-    def _success(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
-        cells: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    def _success(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+        cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in records:
             success, _, _ = open_scores(r)
             if success is None:
                 continue
             response, reference = str(r.metrics.get("response")), str(r.metrics.get("reference"))
             for challenge in (_challenge(r), ALL):
-                cells[(challenge, response, reference)].append(success)
+                for column in (response, OVERALL):
+                    cells[(challenge, column, reference)][r.item_id].append(success)
         rows = []
-        for (challenge, response, reference), values in sorted(cells.items()):
-            found = rate(int(sum(values)), len(values))
-            rows.append({"challenge_type": challenge, "response": response, "reference": reference, **found.as_dict()})
+        for (challenge, response, reference), by_case in sorted(cells.items()):
+            found = _clustered(by_case, derive_seed(seed, "success", challenge, response, reference))
+            rows.append({"challenge_type": challenge, "response": response, "reference": reference, **found})
         return rows
 
     @staticmethod
@@ -148,7 +156,7 @@ class CasesSummarizer:
         return rows
 
     @staticmethod
-    def _mcq(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+    def _mcq(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
         groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
         for r in records:
             variant, response = str(r.metrics.get("task")), str(r.metrics.get("response"))
@@ -158,10 +166,10 @@ class CasesSummarizer:
         for (variant, response, challenge), group in sorted(groups.items()):
             options = {int(o) for r in group if isinstance(o := r.metrics.get("mcq_options"), int)}
             chance = 1 / options.pop() if len(options) == 1 else None
-            k = sum(1 for r in group if r.metrics.get("mcq_correct") is True)
-            n = len(group)
-            accuracy = rate(k, n)
-            p = float(stats.binomtest(k, n, chance).pvalue) if chance is not None and n else None
+            by_case: dict[str, list[float]] = defaultdict(list)
+            for r in group:
+                by_case[r.item_id].append(float(r.metrics.get("mcq_correct") is True))
+            p = _vs_chance([_mean(v) for v in by_case.values()], chance)
             rows.append(
                 {
                     "variant": variant,
@@ -170,7 +178,7 @@ class CasesSummarizer:
                     "chance": chance,
                     "invalid": sum(1 for r in group if r.metrics.get("mcq_valid") is False),
                     "p_vs_chance": p,
-                    **accuracy.as_dict(),
+                    **_clustered(by_case, derive_seed(seed, "mcq", variant, response, challenge)),
                 }
             )
         return rows
@@ -229,8 +237,8 @@ class CasesSummarizer:
         return rows
 
     @staticmethod
-    def _deescalation(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
-        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    def _deescalation(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+        groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in records:
             judged = r.judgment("deescalated", "conversation")
             value = _number(judged.value) if judged else None
@@ -238,13 +246,13 @@ class CasesSummarizer:
                 continue
             success = open_scores(r)[0]
             first = "all" if success is None else ("first response succeeded" if success else "first response failed")
-            groups[("challenge_type", _challenge(r))].append(int(value))
-            groups[("challenge_type", ALL)].append(int(value))
+            groups[("challenge_type", _challenge(r))][r.item_id].append(value)
+            groups[("challenge_type", ALL)][r.item_id].append(value)
             if success is not None:
-                groups[("first_response", first)].append(int(value))
+                groups[("first_response", first)][r.item_id].append(value)
         return [
-            {"by": by, "group": group, **rate(sum(values), len(values)).as_dict()}
-            for (by, group), values in sorted(groups.items())
+            {"by": by, "group": group, **_clustered(by_case, derive_seed(seed, "deescalation", by, group))}
+            for (by, group), by_case in sorted(groups.items())
         ]
 
     @staticmethod
@@ -287,7 +295,8 @@ class CasesSummarizer:
             "## Open responses: success rate",
             "",
             "A response succeeds when at least one criterion of the case's checklist holds (majority of the judge "
-            "votes per criterion). Cells: rate [95% Wilson interval] (n).",
+            "votes per criterion); overall pools both response types. Cells: rate [95% interval resampling cases] "
+            "(responses).",
             "",
         ]
         lines += _success_table(data)
@@ -306,7 +315,7 @@ class CasesSummarizer:
                 f"{row['criteria_held']}/{row['criteria']} "
                 f"[{format_pct(row['pooled_low'])}, {format_pct(row['pooled_high'])}] |"
             )
-        lines += ["", "## Multiple choice", "", "Accuracy against chance (two-sided exact binomial test).", ""]
+        lines += ["", "## Multiple choice", "", "Accuracy with a 95% interval resampling cases; p: per-case accuracy against chance (one-sample t).", ""]
         lines += [
             "| variant | response | challenge type | accuracy [95% CI] | n | chance | p | invalid |",
             "|---|---|---|---|---|---|---|---|",
@@ -372,14 +381,14 @@ class CasesSummarizer:
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
         data = summary["cases"]
         columns = _columns(data)
-        success = Table(title="Open responses: success rate (≥ 1 criterion holds), 95% Wilson interval (n)")
+        success = Table(title="Open responses (Table 1): success rate (≥ 1 criterion holds), 95% case-bootstrap CI (n)")
         success.add_column("challenge type")
         for response, reference in columns:
             success.add_column(Text(f"{response} · ref {reference}"), justify="right")
         cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in data["success"]}
         for challenge in [*data["challenge_types"], ALL]:
             success.add_row(Text(challenge), *[Text(_cell(cells.get((challenge, *c)))) for c in columns])
-        mcq = Table(title="Multiple choice: accuracy vs chance (exact binomial test)")
+        mcq = Table(title="Multiple choice: accuracy vs chance (per-case t-test)")
         for column in ("variant", "response", "accuracy [95% CI]", "n", "chance", "p", "invalid"):
             mcq.add_column(column)
         for row in data["mcq"]:
@@ -481,6 +490,21 @@ def episode_scores(record: EpisodeRecord) -> dict[str, float]:
         "mcq_correct": float(record.metrics.get("mcq_correct") is True) if mcq else math.nan,
         "deescalated": math.nan if calm is None else calm,
     }
+
+
+def _vs_chance(case_rates: Sequence[float], chance: float | None) -> float | None:
+    """p of the per-case accuracies against chance (one-sample t); None without spread or below two cases."""
+    if chance is None or len(case_rates) < 2 or len(set(case_rates)) < 2:
+        return None
+    return float(stats.ttest_1samp(case_rates, chance).pvalue)
+
+
+def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> dict[str, Any]:
+    """Pooled 0/1 rate over cases, each case a cluster of its replies (replicates, response types, MCQs)."""
+    cases = sorted(by_case)
+    return clustered_rate(
+        [int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed
+    ).as_dict()
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -1,7 +1,10 @@
 """Which other cases resemble this one: the retrieval behind reference-based prompts and 4-option distractors.
 
 Similarity is computed over what the tutor sees (the minimal context and the dialogue prefix), never over the
-hidden strategies, so a case's own answer key cannot leak into its neighbours' ranking. Two methods:
+hidden strategies, so a case's own answer key cannot leak into its neighbours' ranking. A case's relatives
+(the same student, or the same scenario family: `Case.related`) are never its neighbours: in the public
+release sibling scenarios of one student share one rubric, so their strategies would hand the tutor the
+answer key. Two methods:
 
 * `lexical`: TF-IDF (smoothed idf, sublinear tf) with cosine similarity, on numpy — offline and exact.
 * `embeddings`: cosine of embedding vectors stored as JSON `{case_id: [float, ...]}`. `simrun embed` writes
@@ -104,12 +107,12 @@ RETRIEVAL_METHODS: dict[str, SimilarityMethod] = {"lexical": _lexical, "embeddin
 def neighbours(
     cases: Sequence[Case], method: SimilarityMethod, *, vectors: Path | None = None
 ) -> list[list[tuple[Case, float]]]:
-    """For each case, every other case with its similarity, most similar first (ties by case id)."""
+    """For each case, every unrelated other case with its similarity, most similar first (ties by case id)."""
     ids = [case.id for case in cases]
     similarity = method(ids, [case_text(case) for case in cases], vectors)
     ranked: list[list[tuple[Case, float]]] = []
     for i in range(len(cases)):
-        others = [(cases[j], float(similarity[i, j])) for j in range(len(cases)) if j != i]
+        others = [(cases[j], float(similarity[i, j])) for j in range(len(cases)) if not cases[i].related(cases[j])]
         others.sort(key=lambda pair: (-pair[1], pair[0].id))
         ranked.append(others)
     return ranked

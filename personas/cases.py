@@ -148,6 +148,18 @@ class Case(_Model):
     rubrics: dict[ResponseType, list[Criterion]]
     mcqs: list[FixedMCQ] = Field(default_factory=list)
     source: str = "simrun"
+    student_key: str = ""
+    """Who the student is, across cases: cases of one student share their rubric (empty: this case alone)."""
+    family: str = ""
+    """The scenario family (for the release: the source paper) — siblings never serve as each other's references
+    or distractors (empty: this case alone)."""
+
+    def related(self, other: Case) -> bool:
+        """Whether `other` is this case, or shares its student or scenario family (and so its answer key)."""
+        if other.id == self.id:
+            return True
+        same_student = bool(self.student_key) and self.student_key == other.student_key
+        return same_student or (bool(self.family) and self.family == other.family)
 
     @model_validator(mode="after")
     def _shape(self) -> Case:
@@ -266,6 +278,7 @@ class _PublicFull(_Loose):
 class _PublicScenario(_Loose):
     category_id: str | int
     category_title: str = ""
+    paper_id: str | int | None = None
     scenario_id: str | int
     scenario_title: str = ""
     minimal_context: str
@@ -367,12 +380,28 @@ def _criteria(rubric: _PublicRubric) -> list[Criterion]:
     ]
 
 
+def _family(scenario: _PublicScenario) -> str:
+    """The source paper of a scenario: `paper_id` when given, else the category id up to its last `-` or `_`.
+
+    The release numbers categories within papers (the paper id, a separator, the category's number); an id
+    without a separator is its own family.
+    """
+    if scenario.paper_id is not None and str(scenario.paper_id).strip():
+        return str(scenario.paper_id).strip()
+    category = str(scenario.category_id)
+    for separator in ("-", "_"):
+        if separator in category:
+            return category.rsplit(separator, 1)[0]
+    return category
+
+
 def load_tutorcasebench(root: Path) -> list[Case]:
     """Cases from a checkout of the public release: `dialogue_full_context/` (or `dialogue/`), `rubric/`, `mcq/`.
 
     A scenario is kept when its category has a rubric for both response types. MCQs whose scenario or response
     type cannot be told are left out; the rest become the case's `mcqs` and, through their options, its
-    strategies.
+    strategies. Every case records its student (the category: sibling scenarios share the category's rubric)
+    and family (the source paper), so retrieval can keep a case's siblings out of its references.
     """
     if not root.is_dir():
         raise ScenarioError(f"{root}: expected the TutorCaseBench folder (with dialogue/, rubric/, mcq/)")
@@ -445,6 +474,8 @@ def load_tutorcasebench(root: Path) -> list[Case]:
                 rubrics={"immediate": _criteria(immediate), "long_term": _criteria(long_term)},
                 mcqs=fixed,
                 source="tutorcasebench",
+                student_key=f"category:{category}",
+                family=f"paper:{_family(scenario)}",
             )
         except (ValidationError, ValueError) as exc:
             detail = _problems(exc) if isinstance(exc, ValidationError) else str(exc)
