@@ -26,14 +26,16 @@ def _items() -> list[Item]:
 def test_design_conditions_and_pairing() -> None:
     """Open tasks get both reference levels; interactive is immediate only; a case's conditions share a seed."""
     conditions = CaseDesign(CaseDesign.Options()).conditions()
-    assert len(conditions) == 9
+    assert len(conditions) == 4 + 2 * 2 * 3 + 1  # open × reference, mcq4/binary × response × strategy, interactive
+    assert {c["strategy"] for c in conditions if c["task"] == "mcq4"} == {"1", "2", "3"}
+    assert {c["strategy"] for c in conditions if c["task"] in ("open", "interactive")} == {"-"}
     assert {c["reference"] for c in conditions if c["task"] == "open"} == {"none", "retrieved"}
     assert {(c["response"], c["reference"]) for c in conditions if c["task"] == "interactive"} == {
         ("immediate", "none")
     }
     scenario = load_scenario(SCENARIO, overrides=["replicates=1"])
     episodes = plan_episodes(scenario, load_items(scenario))
-    assert len(episodes) == 15 * 9
+    assert len(episodes) == 15 * 13  # the scenario asks 2 MCQs per case and response type
     seeds: dict[str, set[int]] = {}
     for episode in episodes:
         seeds.setdefault(episode.item.id, set()).add(episode.seed)
@@ -51,8 +53,9 @@ def test_the_tutor_never_sees_the_hidden_strategies() -> None:
             assert case.minimal_context in prompt and case.dialogue[-1].text in prompt
             assert case.full_context.trigger not in prompt
             assert not any(strategy in prompt for strategy in own)
-            assert len(references) == 2 and all(case_id != case.id for case_id, _ in references)
-            assert all(s in prompt for _, strategies in references for s in strategies)
+            assert len(references) == 2 and all(ref.case_id != case.id for ref in references)
+            assert all(s in prompt for ref in references for s in (*ref.worked, *ref.failed))
+            assert "Worked:" in prompt and "Did not work:" in prompt
 
 
 def test_mcq_options_come_from_the_right_places_and_are_shuffled() -> None:
@@ -99,9 +102,9 @@ def test_a_limited_run_records_every_task(tmp_path: Path) -> None:
     judged, MCQs scored, the interactive episode ends on a student turn and carries a de-escalation judgment."""
     scenario = load_scenario(SCENARIO, overrides=["replicates=1", "items.0.limit=1"])
     result = run_sync(scenario, out=tmp_path)
-    assert result.exit_code == 0 and result.ok == 45
+    assert result.exit_code == 0 and result.ok == 5 * 13
     records = list(RunDir(result.run_dir).iter_records())
-    assert len(records) == 45
+    assert len(records) == 5 * 13
     for record in records:
         assert all(t.model is None for t in record.turns[:6])
         task = record.condition["task"]
@@ -133,11 +136,12 @@ def test_a_case_without_material_is_skipped_not_scored(tmp_path: Path) -> None:
     ]
     result = run_sync(load_scenario(SCENARIO, overrides=overrides), out=tmp_path)
     records = list(RunDir(result.run_dir).iter_records())
-    assert result.exit_code == 0 and len(records) == 2
+    assert result.exit_code == 0 and len(records) == 4
     assert all(
-        r.metrics["skipped"] == "no material for a mcq4 item" and "mcq_correct" not in r.metrics for r in records
+        r.metrics["skipped"] == f"no material for mcq4 item {r.condition['strategy']}" and "mcq_correct" not in r.metrics
+        for r in records
     )
-    assert result.summary["cases"]["skipped"] == {"mcq4": 2} and result.summary["cases"]["mcq"] == []
+    assert result.summary["cases"]["skipped"] == {"mcq4": 4} and result.summary["cases"]["mcq"] == []
 
 
 @pytest.mark.parametrize("task", ["open", "mcq4", "interactive"])

@@ -42,10 +42,10 @@ def test_design_conditions_and_pairing(tmp_path: Path) -> None:
     assert design.conditions() == [
         {"task": "error", "given": "none"},
         {"task": "strategy", "given": "none"},
-        *({"task": "response", "given": g} for g in ("none", "error", "strategy", "both")),
+        *({"task": "response", "given": g} for g in ("none", "error", "strategy", "both", "predicted", "human")),
     ]
     episodes = plan_episodes(scenario, load_items(scenario))
-    assert len(episodes) == 6 * len(load_items(scenario))
+    assert len(episodes) == 8 * len(load_items(scenario))
     seeds: dict[str, set[int]] = {e.item.id: set() for e in episodes}
     for e in episodes:
         seeds[e.item.id].add(e.seed)
@@ -145,4 +145,4 @@ def test_dry_run_estimates_calls(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
     path.write_text(yaml.safe_dump(remath_data()), encoding="utf-8")
     assert main(["run", str(path), "--dry-run"]) == 0
-    assert "156 episodes" in capsys.readouterr().out
+    assert "208 episodes" in capsys.readouterr().out

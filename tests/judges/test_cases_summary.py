@@ -59,7 +59,7 @@ def test_the_pooled_reference_gain_pairs_each_case_once(tmp_path: Path) -> None:
 
 
 def test_mcq_accuracy_is_tested_against_chance(tmp_path: Path) -> None:
-    """At chance accuracy the binomial test does not reject; at 90% it does."""
+    """At chance accuracy the per-case test does not reject; at 90% it does."""
     tasks = "design.tasks=[mcq4, binary]"
     at_chance = _summary(tmp_path / "a", tasks, "models.tutor.params.mcq_accuracy=0.25")
     good = _summary(tmp_path / "b", tasks, "models.tutor.params.mcq_accuracy=0.9")
@@ -71,20 +71,24 @@ def test_mcq_accuracy_is_tested_against_chance(tmp_path: Path) -> None:
             if r["variant"] == variant and r["response"] == "all" and r["challenge_type"] == "all"
         )
 
-    assert row(at_chance, "mcq4")["chance"] == 0.25 and row(at_chance, "mcq4")["n"] == 60
+    assert row(at_chance, "mcq4")["chance"] == 0.25 and row(at_chance, "mcq4")["n"] == 120
+    assert row(at_chance, "mcq4")["clusters"] == 15
     assert row(at_chance, "mcq4")["p_vs_chance"] > 0.05
     assert row(good, "mcq4")["rate"] > 0.75 and row(good, "mcq4")["p_vs_chance"] < 0.001
     assert row(good, "binary")["chance"] == 0.5 and row(good, "binary")["p_vs_chance"] < 0.001
 
 
 def test_the_summary_tables(tmp_path: Path) -> None:
-    """Success per challenge type × response × reference with Wilson intervals, criteria, de-escalation, diversity;
+    """Success per challenge type × response (and overall) × reference with case-clustered intervals, criteria, de-escalation, diversity;
     a rebuild from the records gives the same summary; both renderers show the tables."""
     result = run_sync(load_scenario(SCENARIO, overrides=["replicates=1"]), out=tmp_path)
     summary = result.summary["cases"]
     assert summary["challenge_types"][0] == "task_resistance" and len(summary["challenge_types"]) == 5
     cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in summary["success"]}
-    assert len(cells) == 6 * 4 and cells[("all", "immediate", "none")]["n"] == 15
+    assert len(cells) == 6 * 3 * 2 and cells[("all", "immediate", "none")]["n"] == 15
+    overall = cells[("all", "overall", "none")]
+    assert overall["n"] == 30 and overall["clusters"] == 15
+    assert overall["k"] == cells[("all", "immediate", "none")]["k"] + cells[("all", "long_term", "none")]["k"]
     assert all(r["low"] <= r["rate"] <= r["high"] for r in summary["success"])
     assert {r["group"] for r in summary["deescalation"] if r["by"] == "challenge_type"} >= {"all", "task_resistance"}
     assert all(0 < r["distinct_4"] <= 1 for r in summary["diversity"])

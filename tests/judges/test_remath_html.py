@@ -23,8 +23,9 @@ SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "remath.yaml"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shipped remath scenario on 15 items (the fewest paired tests accept): Tasks A, B, and C × 4 conditions."""
-    result = run_sync(load_scenario(SCENARIO, overrides=["items.0.limit=15"]), out=tmp_path_factory.mktemp("remath"))
+    """The shipped remath scenario on 15 items (the fewest paired tests accept), replies against the reference."""
+    scenario = load_scenario(SCENARIO, overrides=["items.0.limit=15", "judges.0.against=reference"])
+    result = run_sync(scenario, out=tmp_path_factory.mktemp("remath"))
     assert result.exit_code == 0
     return Path(result.run_dir)
 

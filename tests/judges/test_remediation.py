@@ -42,7 +42,9 @@ def test_verdicts_accept_integral_numbers_only_in_range() -> None:
 def _run(tmp_path: Path, bias: float, **overrides: Any) -> dict[str, Any]:
     judge = [{"model": "sim/judge", "params": {"error_rate": 0.0, "position_bias": bias}}]
     models = {"tutor": {"model": "sim/tutor", "params": {"leak_base": 0.3}}, "judge": judge}
-    data = remath_data(models=models, design={"name": "remath", "tasks": ["response"]}, **overrides)
+    design = {"name": "remath", "tasks": ["response"], "given": ["none", "error", "strategy", "both"]}
+    judges = [{"name": "remath_pairwise", "against": "reference"}, "answer_leak"]
+    data = remath_data(models=models, design=design, **{"judges": judges, **overrides})
     result = run_sync(build_scenario(data, base_dir=tmp_path), out=tmp_path / f"runs{bias}")
     assert result.errors == 0
     summary: dict[str, Any] = result.summary

@@ -62,7 +62,7 @@ def test_provider_embeddings_change_the_neighbours_and_the_references(tmp_path: 
     assert _first_neighbour(lexical["panic"]) == "bored"
     assert _first_neighbour(embedded["panic"]) == "quiz"
     assert embedded["panic"].data["retrieval"] == "embeddings"
-    assert [ref for ref, _ in reference_strategies(embedded["panic"], "immediate")] == ["quiz"]
+    assert [ref.case_id for ref in reference_strategies(embedded["panic"], "immediate")] == ["quiz"]
     # the similarity recorded is the cosine of the two vectors the provider returned
     vectors = orjson.loads((tmp_path / "vectors.json").read_bytes())
     cosine = math.fsum(x * y for x, y in zip(vectors["panic"], vectors["quiz"], strict=True))
