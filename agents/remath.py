@@ -271,9 +271,7 @@ class RemediationTutor:
         predicted = {k: str(ctx.metrics.get(f"{k}_pred", "")) for k in ("error", "strategy", "intention")}
         client = ctx.clients["tutor"]
         reply, latency = await client.complete(
-            remath_messages(
-                ctx.episode, task=task, given=given, length=self.options.length, predicted=predicted
-            ),
+            remath_messages(ctx.episode, task=task, given=given, length=self.options.length, predicted=predicted),
             context=RequestContext(
                 role="tutor",
                 item=ctx.episode.item,

@@ -1,7 +1,8 @@
 """The `cases` section of report.html: success, criteria, MCQ vs chance, reference gain, de-escalation, diversity.
 
 Every plot is followed by the table of the numbers it draws, read from the same `summary["cases"]` rows, so the
-page and summary.json never disagree. Intervals are the summary's: case-resampling for rates, Wilson for pooled criteria, bootstrap for r.
+page and summary.json never disagree. Intervals are the summary's: resampling cases for rates, Wilson for the
+pooled criteria, bootstrap for r.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def _success(data: Mapping[str, Any]) -> Markup:
     challenges = [*data["challenge_types"], ALL]
     cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in rows}
     series = [(f"{resp} · ref {ref}", [cells.get((c, resp, ref)) for c in challenges]) for resp, ref in columns]
-    fig = _intervals(challenges, series, xlabel="success rate (≥ 1 checklist criterion holds), 95% interval resampling cases")
+    fig = _intervals(
+        challenges, series, xlabel="success rate (≥ 1 checklist criterion holds), 95% interval resampling cases"
+    )
     numbers = table(
         ("challenge type", *(f"{resp} · ref {ref}" for resp, ref in columns)),
         [[c, *(rate_cell(cells.get((c, *col))) for col in columns)] for c in challenges],

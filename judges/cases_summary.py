@@ -315,7 +315,13 @@ class CasesSummarizer:
                 f"{row['criteria_held']}/{row['criteria']} "
                 f"[{format_pct(row['pooled_low'])}, {format_pct(row['pooled_high'])}] |"
             )
-        lines += ["", "## Multiple choice", "", "Accuracy with a 95% interval resampling cases; p: per-case accuracy against chance (one-sample t).", ""]
+        lines += [
+            "",
+            "## Multiple choice",
+            "",
+            "Accuracy with a 95% interval resampling cases; p: per-case accuracy against chance (one-sample t).",
+            "",
+        ]
         lines += [
             "| variant | response | challenge type | accuracy [95% CI] | n | chance | p | invalid |",
             "|---|---|---|---|---|---|---|---|",
@@ -502,9 +508,7 @@ def _vs_chance(case_rates: Sequence[float], chance: float | None) -> float | Non
 def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> dict[str, Any]:
     """Pooled 0/1 rate over cases, each case a cluster of its replies (replicates, response types, MCQs)."""
     cases = sorted(by_case)
-    return clustered_rate(
-        [int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed
-    ).as_dict()
+    return clustered_rate([int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed).as_dict()
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from rouge_score import rouge_scorer
-from sacrebleu.metrics import BLEU
+from sacrebleu import BLEU
 from scipy import stats
 
 __all__ = ("AUTOMATED_METRICS", "automated_metrics", "reply_scores", "self_bleu", "word_entropy")

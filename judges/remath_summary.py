@@ -104,10 +104,10 @@ class RemathSummarizer:
             for label in labels
             if any(r.condition.get("task") == task for r in ok)
         ]
-        for row in agreement:
-            group = [r for r in ok if r.condition.get("task") in _TASK_OF[row["label"]]]
-            row["per_annotator"] = annotator_agreement(group, row["label"])
-            row["human"] = human_agreement(group, row["label"])
+        for labelled in agreement:
+            task_records = [r for r in ok if r.condition.get("task") in _TASK_OF[labelled["label"]]]
+            labelled["per_annotator"] = annotator_agreement(task_records, labelled["label"])
+            labelled["human"] = human_agreement(task_records, labelled["label"])
         replies = [r for r in ok if r.condition.get("task", "response") == "response"]
         givens = [g for g in GIVEN_ORDER if any(r.condition.get("given") == g for r in replies)]
         scores = {r.id: _reply_scores(r) for r in replies}
@@ -166,9 +166,9 @@ class RemathSummarizer:
             rows.append({"given": "original", **automated_metrics(list(novice.values()))})
         for given in givens:
             pairs = [
-                (r.turns[_reply_turn(r)].text, str(r.meta.get("reference", "")))
+                (r.turns[turn].text, str(r.meta.get("reference", "")))
                 for r in replies
-                if r.condition.get("given") == given and _reply_turn(r) is not None
+                if r.condition.get("given") == given and (turn := _reply_turn(r)) is not None
             ]
             if pairs:
                 rows.append({"given": given, **automated_metrics(pairs)})
@@ -229,7 +229,7 @@ class RemathSummarizer:
             "## Tasks A and B: agreement with the expert's labels (the paper's Tables 1 and 2)",
             "",
             "Exact match, Cohen's kappa, and the entropy (natural log) of the predicted and the expert's labels. "
-            "Where snippets are labelled by two teachers, \"2 teachers\" scores the tutor against each teacher and "
+            'Where snippets are labelled by two teachers, "2 teachers" scores the tutor against each teacher and '
             "averages the two (the paper's match and IRR), and the human row is the teachers' agreement with each "
             "other.",
             "",
@@ -281,7 +281,7 @@ class RemathSummarizer:
                 "",
                 "ROUGE-1/L F1 and BLEU (0..1) per reply, averaged; Self-BLEU (bigrams) within the row; entropy: "
                 "word-distribution entropy per reply (nats; the paper used a language model's entropy); length in "
-                "words. \"original\" is the novice tutor's reply.",
+                'words. "original" is the novice tutor\'s reply.',
                 "",
                 "| given | n | " + " | ".join(AUTOMATED_METRICS) + " |",
                 "|---|---|" + "---|" * len(AUTOMATED_METRICS),
@@ -347,9 +347,9 @@ class RemathSummarizer:
             for column in (*_SCORES, "pos. bias", "leak"):
                 table.add_column(column, justify="right")
             for row in data["conditions"]:
-                cells = [_interval(row[m]) for m in _SCORES]
+                scores = [_interval(row[m]) for m in _SCORES]
                 leak = format_rate(row["answer_leak"])
-                table.add_row(*map(Text, (_row_name(row["given"]), *cells, _num(row["position_bias"]), leak)))
+                table.add_row(*map(Text, (_row_name(row["given"]), *scores, _num(row["position_bias"]), leak)))
             parts.append(table)
         if data.get("automated"):
             table = Table(title="ReMath Task C (Table 8): automated metrics vs the expert reply")
@@ -357,8 +357,8 @@ class RemathSummarizer:
             for column in ("n", *AUTOMATED_METRICS):
                 table.add_column(column, justify="right")
             for row in data["automated"]:
-                cells = [_num(row[m]) for m in AUTOMATED_METRICS]
-                table.add_row(*map(Text, (_row_name(row["given"]), str(row["n"]), *cells)))
+                figures = [_num(row[m]) for m in AUTOMATED_METRICS]
+                table.add_row(*map(Text, (_row_name(row["given"]), str(row["n"]), *figures)))
             parts.append(table)
         if data["differences"]:
             table = Table(title="ReMath Task C: paired differences over items")

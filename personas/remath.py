@@ -396,7 +396,11 @@ class BridgeSource:
             )
             key = snippet_key(record)
             annotations = labellings.get(key, [])
-            mine = [i for i, a in enumerate(annotations) if (a["split"], a["position"]) == (path.stem, str(int(m.id.rsplit("-", 1)[1])))]
+            mine = [
+                i
+                for i, a in enumerate(annotations)
+                if (a["split"], a["position"]) == (path.stem, str(int(m.id.rsplit("-", 1)[1])))
+            ]
             if len(annotations) > 1 and mine:
                 labels = [{k: a[k] for k in ("error", "strategy", "intention")} for a in annotations]
                 item.data.update(snippet=key, annotations=labels, annotator=mine[0])

@@ -57,7 +57,9 @@ def test_distractors_come_one_per_unrelated_case_nearest_first_and_never_too_clo
         for option, owner in zip(distractors, owners, strict=True):
             pool = next(n for n in item.data["neighbours"] if n["id"] == owner)["strategies"]["immediate_effective"]
             usable = [
-                s for s in pool if tfidf_similarity([*answers, s])[: len(answers), -1].max() <= DISTRACTOR_MAX_SIMILARITY
+                s
+                for s in pool
+                if tfidf_similarity([*answers, s])[: len(answers), -1].max() <= DISTRACTOR_MAX_SIMILARITY
             ]
             assert option == min(usable, key=lambda s: (abs(len(s.split()) - len(right.split())), s))
 
@@ -91,9 +93,7 @@ def test_the_binary_pair_is_matched_on_length() -> None:
 
 
 def _with_fixed(case: Case, ids: list[str]) -> Case:
-    fixed = [
-        FixedMCQ(id=i, response="immediate", options=[f"right {i}", "b", "c", "d"], correct=0) for i in ids
-    ]
+    fixed = [FixedMCQ(id=i, response="immediate", options=[f"right {i}", "b", "c", "d"], correct=0) for i in ids]
     return case.model_copy(update={"mcqs": fixed})
 
 

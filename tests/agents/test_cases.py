@@ -138,7 +138,8 @@ def test_a_case_without_material_is_skipped_not_scored(tmp_path: Path) -> None:
     records = list(RunDir(result.run_dir).iter_records())
     assert result.exit_code == 0 and len(records) == 4
     assert all(
-        r.metrics["skipped"] == f"no material for mcq4 item {r.condition['strategy']}" and "mcq_correct" not in r.metrics
+        r.metrics["skipped"] == f"no material for mcq4 item {r.condition['strategy']}"
+        and "mcq_correct" not in r.metrics
         for r in records
     )
     assert result.summary["cases"]["skipped"] == {"mcq4": 4} and result.summary["cases"]["mcq"] == []

@@ -58,7 +58,9 @@ def test_the_human_row_replays_the_expert_reply_without_a_model(tmp_path: Path) 
     for record in human:
         reply = [t for t in record.turns if t.role == "tutor" and t.model is not None]
         assert [t.text for t in reply] == [items[record.item_id].data["reference"]]
-        assert reply[0].model == "human/expert" and reply[0].usage.prompt_tokens == reply[0].usage.completion_tokens == 0
+        assert (
+            reply[0].model == "human/expert" and reply[0].usage.prompt_tokens == reply[0].usage.completion_tokens == 0
+        )
         assert record.judgment("pairwise_preference", reply[0].index) is not None
     assert [row["given"] for row in summary["conditions"]] == ["human", "none"]
     # the Human row is a reference, not a condition to test against the tutor's
@@ -132,7 +134,8 @@ def _bridge_folder(tmp_path: Path) -> tuple[Path, list[tuple[str, str]]]:
         ("misinterpret", "misinterpret"),
         ("imprecise", "guess"),
     ]
-    train, test = [], []
+    train: list[dict[str, Any]] = []
+    test: list[dict[str, Any]] = []
     for n, (first, second) in enumerate(pairs):
         mistake = f"is it {20 + n}?"
         train.append(bridge_record(f"s{n}", first, "ask_question", "elaborate_answer", mistake=mistake))

@@ -79,8 +79,8 @@ def test_mcq_accuracy_is_tested_against_chance(tmp_path: Path) -> None:
 
 
 def test_the_summary_tables(tmp_path: Path) -> None:
-    """Success per challenge type × response (and overall) × reference with case-clustered intervals, criteria, de-escalation, diversity;
-    a rebuild from the records gives the same summary; both renderers show the tables."""
+    """Success per challenge type × response (and overall) × reference with case-clustered intervals, criteria,
+    de-escalation, diversity; a rebuild from the records gives the same summary; both renderers show the tables."""
     result = run_sync(load_scenario(SCENARIO, overrides=["replicates=1"]), out=tmp_path)
     summary = result.summary["cases"]
     assert summary["challenge_types"][0] == "task_resistance" and len(summary["challenge_types"]) == 5

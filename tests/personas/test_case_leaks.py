@@ -3,10 +3,9 @@ scenario family (one source paper) are never references or distractors."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
-
-import random
 
 import orjson
 
