@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 from rich.console import Console
+from scipy import stats
 
-from engine import SUMMARIZERS, load_scenario, run_sync, write_report
+from engine import SUMMARIZERS, derive_seed, load_scenario, run_sync, write_report
 from engine.cli import main
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "casebench.yaml"
@@ -116,3 +118,40 @@ def test_cli_runs_the_shipped_scenario_and_rebuilds_its_report(
     assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 40
     assert main(["report", str(run_dir)]) == 0
     assert "wrote" in capsys.readouterr().out
+
+
+def test_success_intervals_resample_cases_not_replies(tmp_path: Path) -> None:
+    """Replicates of a case are one cluster: the overall cell's interval is the cluster bootstrap over cases,
+    recomputed here from the records with scipy's bootstrap."""
+    result = run_sync(load_scenario(SCENARIO, overrides=["design.tasks=[open]"]), out=tmp_path)
+    overall = next(
+        r
+        for r in result.summary["cases"]["success"]
+        if (r["challenge_type"], r["response"], r["reference"]) == ("all", "overall", "none")
+    )
+    per_case: dict[str, list[int]] = {}
+    for line in (result.run_dir / "episodes.jsonl").read_text(encoding="utf-8").splitlines():
+        record = orjson.loads(line)
+        if record["metrics"].get("reference") != "none":
+            continue
+        turn = record["metrics"]["response_turn"]
+        success = next(j["value"] for j in record["judgments"] if j["metric"] == "case_success" and j["target"] == turn)
+        per_case.setdefault(record["item_id"], []).append(int(success))
+    assert overall["clusters"] == len(per_case) == 15 and overall["n"] == 15 * 2 * 2  # 2 replicates × 2 responses
+    cases = sorted(per_case)
+    k = np.array([sum(per_case[c]) for c in cases], dtype=float)
+    n = np.array([len(per_case[c]) for c in cases], dtype=float)
+    assert overall["rate"] == pytest.approx(k.sum() / n.sum())
+    seed = derive_seed(20261129, "success", "all", "overall", "none")  # the scenario's seed
+    boot = stats.bootstrap(
+        (k, n),
+        lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=10_000,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
+    assert overall["method"] == "cluster_bootstrap"
+    assert overall["low"] == pytest.approx(boot.confidence_interval.low)
+    assert overall["high"] == pytest.approx(boot.confidence_interval.high)
