@@ -1,8 +1,8 @@
 """The `remediation` (ReMath) section of report.html: Task A/B agreement and confusion, Task C by condition.
 
 Confusion matrices put the expert's (gold) label on the rows and the tutor's on the columns, the counts being
-`engine.agreement`'s. Task C scores are −2..2 against the reference (positive: the tutor's reply is rated
-better), drawn with their 95% t intervals over items; every plot's numbers are in the table below it.
+`engine.agreement`'s. Task C scores are −2..2 against the judge's baseline, named in the heading (positive: the
+reply is rated better), drawn with their 95% t intervals over items; every plot's numbers are in the table below it.
 """
 
 from __future__ import annotations
@@ -49,21 +49,49 @@ def _top(shares: Mapping[str, float]) -> str | None:
 
 
 def _agreement(rows: Sequence[Mapping[str, Any]]) -> Markup:
-    return table(
-        ("label", "n", "exact match", "Cohen's κ", "entropy (tutor)", "entropy (expert)", "most frequent (tutor)"),
-        [
+    """The tutor's row per label and, where snippets have two teachers, the teachers' own (human–human) row."""
+    body: list[tuple[Cell, ...]] = []
+    for r in rows:
+        both = r.get("per_annotator") or {}
+        body.append(
             (
                 _LABEL_NAMES.get(r["label"], r["label"]),
+                "tutor",
                 r["n"],
                 pct_or_none(r["match"]),
                 _num(r["kappa"]),
+                pct_or_none(both.get("match")),
+                _num(both.get("kappa")),
                 _num(r["entropy_pred"]),
                 _num(r["entropy_gold"]),
                 _top(r["shares_pred"]),
             )
-            for r in rows
-        ],
+        )
+        human = r.get("human")
+        if human:
+            name = _LABEL_NAMES.get(r["label"], r["label"])
+            body.append(
+                (name, "human–human", human["n"], None, None, pct_or_none(human["match"]), _num(human["kappa"]))
+                + (_num(human["entropy"]), None, None)
+            )
+    columns = ("label", "who", "n", "exact match", "Cohen's κ", "match (2 teachers)", "κ (2 teachers)")
+    return table(
+        (*columns, "entropy", "entropy (expert)", "most frequent"),
+        body,
+        caption="2 teachers: against each teacher of a doubly-labelled snippet, averaged (the paper's match and "
+        "IRR); human–human: the two teachers against each other.",
         key="remath-agreement",
+    )
+
+
+def _automated(rows: Sequence[Mapping[str, Any]]) -> Markup:
+    columns = ("rouge1", "rougeL", "bleu", "self_bleu", "entropy", "length")
+    return table(
+        ("given", "n", *columns),
+        [(r["given"], r["n"], *(_num(r[c]) for c in columns)) for r in rows],
+        caption="Against the expert reply; original: the novice tutor's reply. Entropy: per-reply word entropy "
+        "(nats), not the paper's language-model entropy.",
+        key="remath-automated",
     )
 
 
@@ -222,6 +250,11 @@ def _differences(rows: Sequence[Mapping[str, Any]]) -> Markup:
     )
 
 
+def _baseline(data: Mapping[str, Any]) -> str:
+    names = {"novice": "the novice tutor's reply", "reference": "the expert's reference"}
+    return " / ".join(names.get(a, a) for a in data.get("against") or []) or "the baseline"
+
+
 def remath_html(data: Mapping[str, Any]) -> Markup:
     """The ReMath results from `summary["remath"]`."""
     parts: list[Markup] = []
@@ -246,7 +279,7 @@ def remath_html(data: Mapping[str, Any]) -> Markup:
     if data["conditions"]:
         parts += [
             section(
-                "Task C: the reply against the reference, per condition",
+                f"Task C: the reply against {_baseline(data)}, per condition (human: the expert's reply)",
                 _conditions(data["conditions"]),
                 key="remath-conditions",
             ),
@@ -261,6 +294,12 @@ def remath_html(data: Mapping[str, Any]) -> Markup:
                 key="remath-differences",
             ),
         ]
+    if data.get("automated"):
+        parts.append(
+            section(
+                "Task C: automated metrics (the paper's Table 8)", _automated(data["automated"]), key="remath-table8"
+            )
+        )
     if not parts:
         return section("No results", paragraph("No episode finished ok, so there is nothing to show."), key="empty")
     return Markup("").join(parts)

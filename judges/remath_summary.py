@@ -274,6 +274,12 @@ class RemathSummarizer:
                 f"{_num(row['position_bias'])} | "
                 f"{format_rate(row['answer_leak'])} | {format_rate(row['strategy_adherence'])} |"
             )
+        if any(row["given"] == "human" and row.get("against") == "reference" for row in data["conditions"]):
+            lines += [
+                "",
+                "Against the expert's reference the Human row compares the expert's reply with itself; the paper's "
+                "Human row is against the novice reply (`against: novice`).",
+            ]
         if data.get("automated"):
             lines += [
                 "",

@@ -187,6 +187,7 @@ def test_human_human_agreement_sits_next_to_the_tutor_rows(tmp_path: Path) -> No
     assert row["per_annotator"]["n"] == len(records) == 9  # 3 pairs inside train, twice each, plus 3 across
     markdown = RemathSummarizer().render_markdown(result.summary)
     assert "| error | human–human | 6 |" in markdown
+    assert "human–human" in str(RemathSummarizer().render_html(result.summary))
 
 
 @pytest.mark.seed_data
