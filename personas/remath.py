@@ -9,7 +9,8 @@ Two item sources are registered:
 
 * `remath` — simrun's YAML (`personas/remath_items.yaml` is the built-in set, in the team's own words):
   `items: [{id, topic, history: [{role: tutor|student, text}], error, strategy, intention, reference,
-  novice?, answer?}]`.
+  novice?, answer?, second?: {error, strategy, intention}}]` — `second`, a second teacher's labels, makes
+  the item doubly labelled like Bridge's repeated snippets (below).
 * `bridge` — the public Bridge/ReMath JSON files (`train.json`, `validation.json`, `test.json`: a list of
   `{c_id, lesson_topic, c_h, c_r, c_r_, e, z_what, z_why, ...}`). `c_id` repeats within and across splits, so
   items are keyed by file stem and position. Labels outside the vocabulary are free text and become `N/A`
@@ -43,6 +44,7 @@ __all__ = (
     "BUILTIN_ITEMS",
     "ERROR_TYPES",
     "INTENTIONS",
+    "Labels",
     "STRATEGIES",
     "BridgeSource",
     "MistakeItem",
@@ -51,6 +53,7 @@ __all__ = (
     "BRIDGE_SPLITS",
     "bridge_items",
     "double_labelled",
+    "snippet_key",
     "load_mistake_items",
     "normalise_error",
     "normalise_intention",
@@ -163,6 +166,27 @@ class Turn(BaseModel):
     text: Text
 
 
+class Labels(BaseModel):
+    """One teacher's Task A/B labels."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    error: str
+    strategy: str
+    intention: str
+
+    @field_validator("error", "strategy", "intention")
+    @classmethod
+    def _label(cls, value: str, info: ValidationInfo) -> str:
+        return _check_label(value, info)
+
+
+def _check_label(value: str, info: ValidationInfo) -> str:
+    name, allowed = _LABELS[info.field_name or ""]
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; one of: {', '.join(allowed)}")
+    return value
+
+
 class MistakeItem(BaseModel):
     """One item of simrun's own ReMath YAML."""
 
@@ -179,6 +203,8 @@ class MistakeItem(BaseModel):
     """A novice tutor's response, when known (the baseline the paper's raters compared against)."""
     answer: str = ""
     """The correct answer to the question the student got wrong, when it is a short value."""
+    second: Labels | None = None
+    """A second teacher's labels for the same snippet (human–human agreement), when there is one."""
 
     @field_validator("history")
     @classmethod
@@ -190,10 +216,7 @@ class MistakeItem(BaseModel):
     @field_validator("error", "strategy", "intention")
     @classmethod
     def _label(cls, value: str, info: ValidationInfo) -> str:
-        name, allowed = _LABELS[info.field_name or ""]
-        if value not in allowed:
-            raise ValueError(f"unknown {name} {value!r}; one of: {', '.join(allowed)}")
-        return value
+        return _check_label(value, info)
 
 
 class _File(BaseModel):
@@ -203,6 +226,10 @@ class _File(BaseModel):
 
 def to_item(m: MistakeItem, *, source_id: str = "", raw: Mapping[str, str] | None = None) -> Item:
     """The engine item of a mistake item (see the module doc for `data`)."""
+    second: dict[str, Any] = {}
+    if m.second is not None:
+        own = {"error": m.error, "strategy": m.strategy, "intention": m.intention}
+        second = {"snippet": m.id, "annotations": [own, m.second.model_dump()], "annotator": 0}
     return Item(
         id=m.id,
         domain="mathematics",
@@ -218,6 +245,7 @@ def to_item(m: MistakeItem, *, source_id: str = "", raw: Mapping[str, str] | Non
             "novice": m.novice,
             "source_id": source_id or m.id,
             **({"raw": dict(raw)} if raw else {}),
+            **second,
         },
     )
 

@@ -200,3 +200,14 @@ def test_bridge_release_has_241_doubly_labelled_snippets(seed_data: Path) -> Non
     items = ITEM_SOURCES.get("bridge")(folder / "test.json", {})
     annotated = [i for i in items if "annotations" in i.data]
     assert annotated and all(i.data["annotations"][i.data["annotator"]]["error"] == i.data["error"] for i in annotated)
+
+
+def test_the_builtin_set_gives_an_offline_human_human_row(tmp_path: Path) -> None:
+    items = load_items(build_scenario(remath_data(), base_dir=tmp_path))
+    doubled = [i for i in items if "annotations" in i.data]
+    assert len(doubled) == 14 and all(i.data["annotator"] == 0 for i in doubled)
+    summary, _ = _run(tmp_path, design={"name": "remath", "tasks": ["error"], "min_items": 1})
+    first = [i.data["annotations"][0]["error"] for i in doubled]
+    second = [i.data["annotations"][1]["error"] for i in doubled]
+    human = summary["agreement"][0]["human"]
+    assert human["n"] == 14 and human["kappa"] == pytest.approx(cohen_kappa_score(first, second))
