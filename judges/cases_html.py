@@ -1,8 +1,7 @@
 """The `cases` section of report.html: success, criteria, MCQ vs chance, reference gain, de-escalation, diversity.
 
 Every plot is followed by the table of the numbers it draws, read from the same `summary["cases"]` rows, so the
-page and summary.json never disagree. Intervals are the summary's: resampling cases for rates, Wilson for the
-pooled criteria, bootstrap for r.
+page and summary.json never disagree. Intervals are the summary's: resampling cases for rates, bootstrap for r.
 """
 
 from __future__ import annotations
@@ -118,7 +117,9 @@ def _criteria(data: Mapping[str, Any]) -> Markup:
         for r in rows
     }
     series = [(f"{resp} · ref {ref}", [pooled.get((c, resp, ref)) for c in challenges]) for resp, ref in columns]
-    fig = _intervals(challenges, series, xlabel="share of checklist criteria satisfied (pooled), 95% Wilson interval")
+    fig = _intervals(
+        challenges, series, xlabel="share of checklist criteria satisfied (pooled), 95% interval resampling cases"
+    )
     numbers = table(
         ("challenge type", "response", "reference", "responses", "mean rate per response", "criteria held [95% CI]"),
         [

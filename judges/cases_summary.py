@@ -31,7 +31,7 @@ from scipy import stats
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
 from engine.format import format_pct, format_rate, nanmean
 from engine.paired import format_effect, format_p, paired_contrast
-from engine.stats import clustered_rate, rate
+from engine.stats import clustered_rate
 
 from .cases_html import cases_html
 from .checklist import distinct_n, top_ngram
@@ -95,7 +95,7 @@ class CasesSummarizer:
                 "tutor": manifest.get("models", {}).get("tutor"),
                 "challenge_types": _order({_challenge(r) for r in ok}),
                 "success": self._success(open_records, seed),
-                "criteria": self._criteria(open_records),
+                "criteria": self._criteria(open_records, seed),
                 "mcq": self._mcq(mcq, seed),
                 "reference_gain": self._reference_gain(open_records, seed),
                 "deescalation": self._deescalation(interactive, seed),
@@ -122,8 +122,9 @@ class CasesSummarizer:
         return rows
 
     @staticmethod
-    def _criteria(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
-        """Mean per-response satisfaction rate, and the pooled share of satisfied criteria with its interval."""
+    def _criteria(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+        """Mean per-response satisfaction rate, and the pooled share of satisfied criteria with its interval
+        (resampling cases: a case's criteria and replicates are one cluster)."""
         groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
         for r in records:
             key = (str(r.metrics.get("response")), str(r.metrics.get("reference")))
@@ -132,14 +133,20 @@ class CasesSummarizer:
         rows = []
         for (challenge, response, reference), group in sorted(groups.items()):
             shares = [s for r in group if (s := open_scores(r)[1]) is not None]
-            held = total = 0
+            by_case: dict[str, list[int]] = defaultdict(lambda: [0, 0])
             for r in group:
                 turn = r.metrics.get("response_turn")
                 for j in r.judgments:
                     if j.target == turn and j.metric.startswith("criterion_") and isinstance(j.value, int):
-                        held += int(j.value)
-                        total += 1
-            pooled = rate(held, total)
+                        by_case[r.item_id][0] += int(j.value)
+                        by_case[r.item_id][1] += 1
+            cases = sorted(by_case)
+            pooled = clustered_rate(
+                [by_case[c][0] for c in cases],
+                [by_case[c][1] for c in cases],
+                seed=derive_seed(seed, "criteria", challenge, response, reference),
+            )
+            held, total = pooled.k, pooled.n
             rows.append(
                 {
                     "challenge_type": challenge,

@@ -205,7 +205,7 @@ class RemathSummarizer:
         preference = _reply_scores(record)["preference"]
         if math.isnan(preference):
             return "not judged"
-        return "reply preferred" if preference > 0 else "reference preferred" if preference < 0 else "tie"
+        return "reply preferred" if preference > 0 else "baseline preferred" if preference < 0 else "tie"
 
     def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
         """Label matches (Tasks A/B) and pairwise scores and answer leak (Task C); NaN where they do not apply."""

@@ -80,7 +80,7 @@ def test_verdicts_and_scores(run: Path) -> None:
         else:
             preference = scores["preference"]
             assert verdict == (
-                "reply preferred" if preference > 0 else "reference preferred" if preference < 0 else "tie"
+                "reply preferred" if preference > 0 else "baseline preferred" if preference < 0 else "tie"
             )
             assert not math.isnan(scores["overall"]) and not math.isnan(scores["answer_leak"])
 
