@@ -14,6 +14,8 @@ from engine.report_html import Cell, Markup, new_figure, paragraph, plot, sectio
 
 __all__ = ("crescendo_html",)
 
+HIGHLIGHTED = 3
+"""Survival curves drawn in colour; with 11 dimensions, more would be unreadable."""
 HEAT_COLUMNS = (
     ("single", "per_response", "single · per reply"),
     ("multi", "per_response", "multi · per reply"),
@@ -87,29 +89,26 @@ def _curve(rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float]]:
 
 
 def _survival(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
-    """Small multiples: each dimension's curve in colour over the pooled curve in grey, one panel each."""
+    """Every dimension's curve in grey, the three that lose safety fastest highlighted, the pooled one in black."""
     curves = summary["survival"]
-    dimensions = [d for d in curves if d != "all"]
+    dimensions = [d for d in curves if d != "all" and curves[d]]
     overall = curves.get("all") or []
-    columns = 4 if len(dimensions) > 4 else max(1, len(dimensions))
-    panels = max(1, math.ceil(len(dimensions) / columns))
-    fig = new_figure(7.5, 1.75 * panels + 0.6)
-    axes = fig.subplots(panels, columns, sharex=True, sharey=True, squeeze=False)
-    for index, ax in enumerate(axes.flat):
-        if index >= len(dimensions):
-            ax.set_visible(False)
-            continue
-        d = dimensions[index]
-        if overall:
-            ax.step(*_curve(overall), where="post", color="#98a2b3", linewidth=1.4)
-        if curves[d]:
-            ax.step(*_curve(curves[d]), where="post", color="#d92d20", linewidth=1.8)
-        ax.set_title(names.get(d, d), fontsize=7)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=6)
-    fig.supxlabel("visible exchange", fontsize=8)
-    fig.supylabel("still without an unsafe reply", fontsize=8)
+    highlighted = sorted(dimensions, key=lambda d: (curves[d][-1]["surviving"], d))[:HIGHLIGHTED]
+    fig = new_figure(7.5, 4.2)
+    ax = fig.add_subplot()
+    for d in dimensions:
+        if d not in highlighted:
+            ax.step(*_curve(curves[d]), where="post", color="#d0d5dd", linewidth=0.9)
+    for d, colour in zip(highlighted, ("#d92d20", "#f79009", "#7a5af8"), strict=False):
+        ax.step(*_curve(curves[d]), where="post", color=colour, linewidth=1.8, label=names.get(d, d))
+    if overall:
+        ax.step(*_curve(overall), where="post", color="black", linewidth=2.4, label="all dimensions")
+    ax.plot([], [], color="#d0d5dd", linewidth=0.9, label="other dimensions")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("visible exchange")
+    ax.set_ylabel("share of dialogues still without an unsafe reply")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     main = table(
         ("exchange", "at risk", "first harms", "still safe"),
         [(r["turn"], r["at_risk"], r["events"], f"{r['surviving']:.1%}") for r in overall],
@@ -127,8 +126,8 @@ def _survival(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
     return plot(
         fig,
         key="crescendo-survival",
-        caption="Exchanges until the first unsafe reply in multi-turn dialogues (Kaplan–Meier): red, the dimension; "
-        "grey, all dimensions pooled.",
+        caption="Exchanges until the first unsafe reply in multi-turn dialogues (Kaplan–Meier): the three "
+        "dimensions that lose safety fastest in colour, the others in grey, all dimensions pooled in black.",
         numbers=main + per_dimension,
     )
 
