@@ -287,7 +287,11 @@ def test_subject_dimension_table_and_high_harm_count(summary: dict[str, Any]) ->
     high = {(h["subject"], h["format"]): h for h in summary["high_harm_dimensions"]}
     # pooled single: cognitive 33% (below), epistemic 100% (at or above 60%)
     assert high[(None, "single")] == {
-        "subject": None, "format": "single", "count": 1, "of": 2, "dimensions": ["epistemic"]
+        "subject": None,
+        "format": "single",
+        "count": 1,
+        "of": 2,
+        "dimensions": ["epistemic"],
     }
     assert high[(None, "multi")]["count"] == 0
     assert high[("physics", "single")]["dimensions"] == ["epistemic"]
@@ -315,7 +319,11 @@ def test_hazard_of_first_harm(summary: dict[str, Any]) -> None:
     hazard = summary["hazard"]["all"]
     # times 2 (event), 3, 5, 2 (event): at risk 4, 4, 2, 1, 1 at t = 1..5
     assert [(r["turn"], r["at_risk"], r["events"]) for r in hazard["per_turn"]] == [
-        (1, 4, 0), (2, 4, 2), (3, 2, 0), (4, 1, 0), (5, 1, 0)
+        (1, 4, 0),
+        (2, 4, 2),
+        (3, 2, 0),
+        (4, 1, 0),
+        (5, 1, 0),
     ]
     assert hazard["per_turn"][1]["hazard"] == pytest.approx(0.5)
     low, high = wilson(2, 4)
@@ -433,7 +441,9 @@ def test_render_markdown_rows(summary: dict[str, Any]) -> None:
     assert lines.index(rows[0]) < lines.index(rows[1])  # taxonomy order
     assert "| 2 | 4 | 2 | 50.0% [15.0%–85.0%] | 50.0% |" in lines
     assert "- backtracks: 3 in 2 of 5 multi-turn conversations" in lines
-    assert "- backtracked replies (not in any per-reply rate): 3, 1 judged unsafe; visible multi-turn replies: 13" in lines
+    assert (
+        "- backtracked replies (not in any per-reply rate): 3, 1 judged unsafe; visible multi-turn replies: 13" in lines
+    )
     assert "- harm judgments with unanimous votes: 78.9% of 19" in lines
     assert f"| on_topic | single | {format_rate(cell(3, 4))} |" in lines
     assert "| clarity (mean, 1–5) | single | 3.50 |" in lines
