@@ -23,7 +23,9 @@ __all__ = (
     "Agreement",
     "VotedUnit",
     "agreement",
+    "agreement_intervals",
     "cohen_kappa",
+    "confusion_statistics",
     "judge_agreement",
     "krippendorff_alpha",
     "label_entropy",
@@ -376,3 +378,108 @@ def _kappa_from_confusion(c: np.ndarray, delta: np.ndarray) -> np.ndarray:
         expected = np.einsum("...c,...k,ck->...", rows, columns, delta) / n
         value = 1.0 - observed / expected
     return np.where(expected > 0, value, np.nan)
+
+
+# ------------------------------------------------------------------------- intervals for rater-vs-reference agreement
+
+
+def agreement_intervals(
+    reference: Sequence[str],
+    rater: Sequence[str],
+    order: Sequence[str],
+    clusters: Sequence[str],
+    *,
+    ordinal: bool,
+    seed: int,
+    confidence: float = 0.95,
+    n_resamples: int = 2_000,
+) -> dict[str, dict[str, float | None]]:
+    """Percentile cluster-bootstrap intervals of accuracy, kappa (and quadratic kappa), alpha (nominal, ordinal).
+
+    Pairs are the units both raters labelled within `order`; `clusters[i]` groups correlated pairs (several
+    responses to one conversation), and whole clusters are resampled. Every statistic is recomputed on each
+    resample from the summed confusion matrix (the formulas sklearn and `krippendorff` use; the point values
+    are those of `agreement`). A statistic undefined on a resample (one label only) leaves its interval None
+    when that happens in more than 1% of resamples.
+    """
+    names = ["accuracy", "kappa", "kappa_quadratic", "alpha_nominal", "alpha_ordinal"]
+    empty: dict[str, dict[str, float | None]] = {name: {"low": None, "high": None} for name in names}
+    if len(reference) != len(rater) or len(reference) != len(clusters):
+        raise ValueError("reference, rater and clusters need one entry per pair")
+    index = {label: i for i, label in enumerate(order)}
+    keep = [i for i in range(len(reference)) if reference[i] in index and rater[i] in index]
+    groups = sorted({clusters[i] for i in keep})
+    if len(groups) < 2:
+        return empty
+    where = {c: g for g, c in enumerate(groups)}
+    size = len(order)
+    confusion = np.zeros((len(groups), size, size))
+    for i in keep:
+        confusion[where[clusters[i]], index[reference[i]], index[rater[i]]] += 1
+
+    def resampled(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        return confusion_statistics(confusion[idx.astype(int)].sum(axis=-3))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        boot = stats.bootstrap(
+            (np.arange(len(groups), dtype=float),),
+            resampled,
+            vectorized=True,
+            n_resamples=n_resamples,
+            batch=1_000,
+            confidence_level=confidence,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+    distribution = np.asarray(boot.bootstrap_distribution)
+    alpha = (1 - confidence) / 2
+    found: dict[str, dict[str, float | None]] = {}
+    for k, name in enumerate(names):
+        values = distribution[k]
+        finite = values[np.isfinite(values)]
+        scale_only = name in ("kappa_quadratic", "alpha_ordinal")
+        if (scale_only and not ordinal) or len(finite) < 0.99 * len(values):
+            found[name] = {"low": None, "high": None}
+        else:
+            low, high = np.quantile(finite, [alpha, 1 - alpha])
+            found[name] = {"low": float(low), "high": float(high)}
+    return found
+
+
+def confusion_statistics(c: np.ndarray) -> np.ndarray:
+    """[accuracy, kappa, quadratic kappa, nominal alpha, ordinal alpha] of confusion matrices `c` (..., V, V)."""
+    size = c.shape[-1]
+    nominal = 1.0 - np.eye(size)
+    quadratic = np.subtract.outer(np.arange(size), np.arange(size)).astype(float) ** 2
+    n = c.sum(axis=(-2, -1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        accuracy = np.trace(c, axis1=-2, axis2=-1) / n
+    coincidence = c + np.swapaxes(c, -1, -2)
+    return np.stack(
+        [
+            accuracy,
+            _kappa_from_confusion(c, nominal),
+            _kappa_from_confusion(c, quadratic),
+            _alpha_from_coincidence(coincidence, nominal),
+            _alpha_ordinal(coincidence),
+        ]
+    )
+
+
+def _alpha_ordinal(o: np.ndarray) -> np.ndarray:
+    """Ordinal alpha: δ_ck = (Σ_{g=c..k} n_g − (n_c + n_k)/2)², from each resample's own marginals."""
+    marginal = o.sum(axis=-1)
+    cumulative = np.cumsum(marginal, axis=-1)
+    size = o.shape[-1]
+    c, k = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    low, high = np.minimum(c, k), np.maximum(c, k)
+    before = np.where(low > 0, np.take(cumulative, np.maximum(low - 1, 0), axis=-1), 0.0)
+    between = np.take(cumulative, high, axis=-1) - before
+    delta = (between - (np.take(marginal, c, axis=-1) + np.take(marginal, k, axis=-1)) / 2) ** 2
+    n = marginal.sum(axis=-1)
+    observed = (o * delta).sum(axis=(-2, -1))
+    expected = np.einsum("...c,...k,...ck->...", marginal, marginal, delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = 1.0 - (n - 1) * observed / expected
+    return np.asarray(np.where(expected > 0, value, np.nan))
