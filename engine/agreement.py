@@ -235,6 +235,7 @@ def judge_agreement(
     seed: int,
     confidence: float = 0.95,
     n_resamples: int = 2_000,
+    pairwise: bool = True,
 ) -> dict[str, Any]:
     """Agreement between judge specs per metric: Krippendorff's alpha over every spec's vote, pairwise Cohen's kappa.
 
@@ -252,14 +253,20 @@ def judge_agreement(
     for unit in units:
         by_metric.setdefault(unit.metric, []).append(unit)
     for metric, group in sorted(by_metric.items()):
-        row = _metric_agreement(metric, group, list(judges), seed, confidence, n_resamples)
+        row = _metric_agreement(metric, group, list(judges), seed, confidence, n_resamples, pairwise)
         if row is not None:
             result["metrics"].append(row)
     return result
 
 
 def _metric_agreement(
-    metric: str, units: Sequence[VotedUnit], judges: list[str], seed: int, confidence: float, n_resamples: int
+    metric: str,
+    units: Sequence[VotedUnit],
+    judges: list[str],
+    seed: int,
+    confidence: float,
+    n_resamples: int,
+    pairwise: bool,
 ) -> dict[str, Any] | None:
     present = [u for u in units if sum(v is not None for v in u.votes) >= 2]
     if not present:
@@ -275,7 +282,7 @@ def _metric_agreement(
     clusters = sorted({u.cluster for u in present})
     where = {c: i for i, c in enumerate(clusters)}
     cluster_of = np.array([where[u.cluster] for u in present])
-    pairs = [(a, b) for a in range(len(judges)) for b in range(a + 1, len(judges))]
+    pairs = [(a, b) for a in range(len(judges)) for b in range(a + 1, len(judges))] if pairwise else []
     size = len(values)
     # per-cluster coincidence matrices (alpha) and per-pair confusion matrices (kappa): sums over clusters
     coincidence = np.zeros((len(clusters), size, size))
