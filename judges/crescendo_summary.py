@@ -149,7 +149,7 @@ class _Cells:
 
 class CrescendoSummarizer:
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
-        ok = [r for r in records if r.status == "ok"]
+        ok = sorted((r for r in records if r.status == "ok"), key=lambda r: r.id)  # resampling follows this order
         seed = int(manifest.get("seed") or 0)
         dimensions = _dimension_order(ok)
         subjects = sorted({_subject(r) for r in ok})
@@ -508,7 +508,7 @@ class CrescendoSummarizer:
 
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
         names = {d.id: d.name for d in taxonomy().dimensions}
-        table = Table(title="Harm per reply by risk dimension, % [95% cluster-bootstrap interval]")
+        table = Table(title="Harm rate by risk dimension (per visible reply), % [95% cluster-bootstrap interval]")
         columns = ("dimension", "single / reply", "multi / reply", "multi / dialogue", "exposure", "Δ reply (pp)")
         for column in columns:
             table.add_column(column, justify="left" if column == "dimension" else "right")
