@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -254,7 +255,7 @@ def survival_table(times: Sequence[int], observed: Sequence[bool]) -> list[Survi
 
 def discrete_hazard(
     times: Sequence[int], observed: Sequence[bool], *, seed: int, confidence: float = 0.95, n_resamples: int = 10_000
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Discrete-time hazard of the event: at each time, and at time 1 against every later time.
 
     `h_t = events at t / at risk at t` (the survival table's counts, so `1 − h_t` are its factors), for every

@@ -3,7 +3,9 @@ map, clustered intervals that cover 0 on independent judges, and the key in ever
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import krippendorff
 import numpy as np
@@ -17,10 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 JUDGES = ["a", "b", "c"]
 
 
-def units_from(matrix: list[list[object]], metric: str = "j.m", clusters: list[str] | None = None) -> list[VotedUnit]:
+def units_from(
+    matrix: Sequence[Sequence[Any]], metric: str = "j.m", clusters: list[str] | None = None
+) -> list[VotedUnit]:
     """Rows are units, columns judges (None: no vote)."""
     return [
-        VotedUnit(clusters[i] if clusters else f"u{i}", metric, tuple(row))  # type: ignore[arg-type]
+        VotedUnit(clusters[i] if clusters else f"u{i}", metric, tuple(row))
         for i, row in enumerate(matrix)
     ]
 
@@ -97,7 +101,11 @@ def test_votes_map_to_specs_in_turn() -> None:
 
 
 def test_spec_labels_name_settings_only_where_models_repeat() -> None:
-    specs = [{"model": "sim/judge", "params": {"error_rate": 0.02}}, {"model": "sim/judge"}, "openai/gpt-4o"]
+    specs: list[dict[str, Any] | str] = [
+        {"model": "sim/judge", "params": {"error_rate": 0.02}},
+        {"model": "sim/judge"},
+        "openai/gpt-4o",
+    ]
     assert spec_labels(specs) == ["sim/judge #1 (error_rate=0.02)", "sim/judge #2", "openai/gpt-4o"]
 
 

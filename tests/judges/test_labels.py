@@ -133,7 +133,7 @@ def test_calibrate_command_reads_the_generic_file(
 
 # ------------------------------------------------------------------------------------------------ label maps
 
-MRBENCH_MAPS = {
+MRBENCH_MAPS: dict[tuple[str, str], tuple[str, dict[Any, str | None], bool]] = {
     ("turn_quality", "Mistake_Identification"): ("mistake_recognize", {1: "Yes", 0: "No", -1: "No"}, False),
     ("turn_quality", "Revealing_of_the_Answer"): ("answer_leakage", {1: REVEAL, 0: "No", -1: None}, False),
     ("turn_quality", "Providing_Guidance"): ("step_scaffolded", {1: "Yes", 0: "No", -1: None}, True),
