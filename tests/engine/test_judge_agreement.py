@@ -23,10 +23,7 @@ def units_from(
     matrix: Sequence[Sequence[Any]], metric: str = "j.m", clusters: list[str] | None = None
 ) -> list[VotedUnit]:
     """Rows are units, columns judges (None: no vote)."""
-    return [
-        VotedUnit(clusters[i] if clusters else f"u{i}", metric, tuple(row))
-        for i, row in enumerate(matrix)
-    ]
+    return [VotedUnit(clusters[i] if clusters else f"u{i}", metric, tuple(row)) for i, row in enumerate(matrix)]
 
 
 def test_alpha_and_kappa_match_the_reference_packages() -> None:
