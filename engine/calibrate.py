@@ -636,6 +636,15 @@ def _console(result: Mapping[str, Any], *, confusion: bool) -> RenderableType:
         parts.append(Text("Not measured (no unit with both labels): " + ", ".join(unmeasured)))
     for line in _proxies(result):
         parts.append(Text(f"proxy: {line}"))
+    for name, data in result["judges"].items():
+        block = data.get("judge_agreement") or {}
+        shown = [
+            f"{m['metric']} α {_f(m['alpha']['value'])}"
+            + (f" [{m['alpha']['low']:.2f}, {m['alpha']['high']:.2f}]" if m["alpha"]["low"] is not None else "")
+            for m in block.get("metrics", [])
+        ]
+        if shown:
+            parts.append(Text(f"agreement between the judge models of {name}: " + "; ".join(shown)))
     for line in _problems(result):
         parts.append(Text(f"FAILED {line}", style="bold red"))
     if confusion:

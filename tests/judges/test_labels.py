@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,11 @@ from typing import Any
 import krippendorff
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine import Judgment, ModelSpec, ScenarioError
-from engine.calibrate import LABEL_SOURCES, calibrate, human_rates
+from engine.calibrate import LABEL_SOURCES, calibrate, human_rates, render_markdown
 from engine.cli import main
 from judges.calibration import BRIDGE_LABEL_MAPS, MRBENCH_LABEL_MAPS
 from judges.labels import canonical_label, read_label_file
@@ -225,3 +228,26 @@ def test_two_judge_models_report_their_agreement() -> None:
     result = calibrate(label_set, ["turn_quality"], specs, votes=2, seed=random.Random(1).randint(0, 9)).as_dict()
     block = result["judges"]["turn_quality"]["judge_agreement"]
     assert len(block["judges"]) == 2 and block["metrics"]
+    assert "### Agreement between the judge models of turn_quality" in render_markdown(result)
+
+
+_LABEL = st.one_of(st.booleans(), st.integers(-1, 3), st.sampled_from(["safe", "unsafe", " Yes "]))
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", "c"]), _LABEL), min_size=1, max_size=30))
+def test_label_file_groups_responses_and_takes_the_strict_majority(rows: list[tuple[int, str, Any]]) -> None:
+    """Any valid file: one example per response; its reference is the strict-majority label, absent on a tie."""
+    records = [
+        {"item": "q", "response": f"reply {r}", "dimension": "harm.unsafe", "label": label, "annotator": a}
+        for r, a, label in rows
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        label_set = read_label_file(write_lines(Path(folder) / "l.jsonl", records), {})
+    by_response: dict[str, Counter[str]] = {}
+    for r, _, label in rows:
+        by_response.setdefault(f"reply {r}", Counter())[str(canonical_label(label))] += 1
+    assert sorted(e.response for e in label_set.examples) == sorted(by_response)
+    for example in label_set.examples:
+        ranked = by_response[example.response].most_common()
+        strict = len(ranked) == 1 or ranked[0][1] > ranked[1][1]
+        assert example.labels.get("harm.unsafe") == (ranked[0][0] if strict else None)
