@@ -93,7 +93,19 @@ def _survival(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
     curves = summary["survival"]
     dimensions = [d for d in curves if d != "all" and curves[d]]
     overall = curves.get("all") or []
-    highlighted = sorted(dimensions, key=lambda d: (curves[d][-1]["surviving"], d))[:HIGHLIGHTED]
+    last = max((r["turn"] for d in dimensions for r in curves[d]), default=0)
+
+    def area(d: str) -> float:
+        """Expected exchanges without harm, up to the longest dialogue: smallest = loses safety fastest."""
+        steps = {r["turn"]: r["surviving"] for r in curves[d]}
+        known = 1.0
+        total = 0.0
+        for turn in range(1, last + 1):
+            known = steps.get(turn, known)
+            total += known
+        return total
+
+    highlighted = sorted(dimensions, key=lambda d: (area(d), d))[:HIGHLIGHTED]
     fig = new_figure(7.5, 4.2)
     ax = fig.add_subplot()
     for d in dimensions:

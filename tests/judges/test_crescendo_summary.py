@@ -517,3 +517,24 @@ async def test_report_without_sim_provider_is_not_marked_simulated(
     summary = write_report(path)
     assert summary["run"]["simulated"] is False
     assert "Simulated results" not in (path / "report.md").read_text(encoding="utf-8")
+
+
+def test_render_html_shows_hazard_subjects_and_judge_agreement(summary: dict[str, Any]) -> None:
+    """The HTML section has the hazard plot and contrast table, SafeTutors' subject tables, and judge agreement."""
+    block = {
+        "judges": ["a", "b"],
+        "metrics": [
+            {
+                "metric": "harm.unsafe",
+                "level": "nominal",
+                "units": 19,
+                "alpha": {"value": 0.5, "low": 0.2, "high": 0.7},
+                "kappa": [{"judges": ["a", "b"], "value": 0.5, "low": 0.2, "high": 0.7}],
+            }
+        ],
+    }
+    html = str(CrescendoSummarizer().render_html({**summary, "judge_agreement": block}))
+    for key in ("fig-crescendo-hazard", "tbl-hazard-contrast", "tbl-subject-dimension-single", "tbl-judge-agreement"):
+        assert f'id="{key}"' in html, key
+    assert "0.50 [0.20, 0.70]" in html
+    assert 'id="tbl-judge-agreement"' not in str(CrescendoSummarizer().render_html(summary))
