@@ -132,3 +132,26 @@ def test_every_kind_reports_agreement_between_its_judge_specs(
     assert all(m["votes_per_judge"][block["judges"][1]] == m["units"] for m in block["metrics"])
     report = (result.run_dir / "report.md").read_text(encoding="utf-8")
     assert "## Agreement between judge models" in report
+
+
+def test_confusion_statistics_match_agreement_on_one_sample() -> None:
+    """The vectorised formulas behind the calibration intervals give `agreement`'s point values (sklearn and
+    krippendorff), and the intervals bracket them."""
+    from engine.agreement import agreement, agreement_intervals, confusion_statistics
+
+    rng = np.random.default_rng(4)
+    order = ["No", "To some extent", "Yes"]
+    human = [order[i] for i in rng.integers(0, 3, size=120)]
+    judge = [h if rng.random() < 0.6 else order[int(rng.integers(0, 3))] for h in human]
+    point = agreement(human, judge, order, ordinal=True)
+    matrix = np.array(point.confusion, dtype=float)
+    found = confusion_statistics(matrix)
+    expected = [point.accuracy, point.kappa, point.kappa_quadratic, point.alpha_nominal, point.alpha_ordinal]
+    assert found.tolist() == pytest.approx(expected)
+    intervals = agreement_intervals(human, judge, order, [str(i // 3) for i in range(120)], ordinal=True, seed=0)
+    for name, value in zip(
+        ("accuracy", "kappa", "kappa_quadratic", "alpha_nominal", "alpha_ordinal"), expected, strict=True
+    ):
+        low, high = intervals[name]["low"], intervals[name]["high"]
+        assert low is not None and high is not None and value is not None
+        assert low < value < high, name
