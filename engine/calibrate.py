@@ -33,7 +33,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .agreement import agreement
+from .agreement import agreement, agreement_intervals, judge_agreement, label_shares, spec_labels, voted_units
 from .calibrate_html import render_calibration_html
 from .client import CallStats, ModelClient
 from .errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
@@ -52,6 +52,7 @@ __all__ = (
     "CalibrationResult",
     "Dimension",
     "Example",
+    "LabelMap",
     "LabelSet",
     "LabelSource",
     "Reader",
@@ -63,6 +64,44 @@ __all__ = (
 
 Reader = Callable[[Sequence[Judgment]], str | None]
 """Reads one dimension's label from a judge's judgments on one example (None: the judge gave no verdict)."""
+
+
+@dataclass(frozen=True)
+class LabelMap:
+    """A documented reader: which judge metric answers a dimension, and how its values become the dataset's labels.
+
+    `values` pairs each judge value (after `key`, e.g. "rate > 0") with a dataset label; a value mapped to None,
+    or not listed, is no verdict and the unit is dropped. `proxy` says why the metric is not the dataset's own
+    question (None: it is); reports mark such rows. With `passthrough`, a string value is the label itself.
+    """
+
+    metric: str
+    values: tuple[tuple[Any, str | None], ...] = ()
+    proxy: str | None = None
+    key: Callable[[Any], Any] | None = None
+    key_text: str | None = None
+    """How `key` reads the value, for the documented table (e.g. "tutor_question_rate > 0")."""
+    passthrough: bool = False
+
+    def __call__(self, judgments: Sequence[Judgment], /) -> str | None:
+        value = next((j.value for j in judgments if j.metric == self.metric), None)
+        if value is None:
+            return None
+        if self.passthrough:
+            return value if isinstance(value, str) else None
+        if self.key is not None:
+            value = self.key(value)
+        for judge_value, label in self.values:
+            if type(judge_value) is type(value) and judge_value == value:
+                return label
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "metric": self.key_text or self.metric,
+            "values": "label as given" if self.passthrough else [[v, label] for v, label in self.values],
+            "proxy": self.proxy,
+        }
 
 
 @dataclass(frozen=True)
@@ -86,6 +125,8 @@ class Example:
     """Human label per dimension (a dimension may be missing)."""
     group: str = ""
     """Who wrote the response (e.g. the MRBench tutor), for breakdowns."""
+    condition: Mapping[str, str] = field(default_factory=dict)
+    """The episode condition a judge reads (e.g. the SafeTutors risk dimension for `harm`)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +136,8 @@ class LabelSet:
     examples: tuple[Example, ...]
     readers: Mapping[str, Mapping[str, Reader]]
     """Judge name → dimension → reader: which of a judge's metrics answer which dimension."""
+    annotator_agreement: Mapping[str, Any] | None = None
+    """Agreement between the human annotators, where several labelled one item (generic label files)."""
 
 
 class LabelSource(Protocol):
@@ -114,6 +157,13 @@ class CalibrationResult:
     """Judge name → {"errors": n, "models": [...], "dimensions": [row, ...]}."""
     duration_s: float = 0.0
     calls: dict[str, Any] = field(default_factory=dict)
+    human_rates: dict[str, Any] = field(default_factory=dict)
+    """Dimension → group (e.g. MRBench tutor) → {n, shares}: the human labels as the data has them."""
+    annotator_agreement: Mapping[str, Any] | None = None
+
+    @property
+    def errors(self) -> int:
+        return sum(int(data["errors"]) for data in self.judges.values())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +172,8 @@ class CalibrationResult:
             "judges": self.judges,
             "duration_s": self.duration_s,
             "calls": self.calls,
+            "human_rates": self.human_rates,
+            "annotator_agreement": self.annotator_agreement,
         }
 
 
@@ -161,7 +213,7 @@ def _check_models(judge_models: Sequence[ModelSpec]) -> None:
 async def _judge_example(
     judge: Judge, example: Example, scenario: Scenario, clients: list[ModelClient], seed: int
 ) -> list[Judgment]:
-    episode = Episode(example.id, example.item, {}, 0, derive_seed(seed, judge.name, example.id))
+    episode = Episode(example.id, example.item, dict(example.condition), 0, derive_seed(seed, judge.name, example.id))
     ctx = EpisodeContext(
         episode=episode,
         scenario=scenario,
@@ -208,7 +260,7 @@ async def run_calibration(
     scenario = _scenario(judge_models, votes, seed)
     stats = CallStats()
     outcomes: dict[str, list[list[Judgment] | None]] = {j.name: [None] * len(label_set.examples) for j in judges}
-    errors: dict[str, list[str]] = {j.name: [] for j in judges}
+    errors: dict[str, list[tuple[str, str, str]]] = {j.name: [] for j in judges}
     async with AsyncExitStack() as stack:
         clients: list[ModelClient] = []
         for spec in judge_models:
@@ -225,36 +277,85 @@ async def run_calibration(
                         judge, label_set.examples[index], scenario, clients, seed
                     )
                 except (JudgeError, ProviderError, BadModelOutput) as exc:
-                    errors[judge.name].append(f"{label_set.examples[index].id}: {exc}")
+                    errors[judge.name].append((label_set.examples[index].id, type(exc).__name__, str(exc)))
 
         async with anyio.create_task_group() as group:
             for judge in judges:
                 for index in range(len(label_set.examples)):
                     group.start_soon(one, judge, index)
     result = CalibrationResult(label_set.name, len(label_set.examples))
+    labels = spec_labels([m.model_dump(mode="json") for m in judge_models])
     for judge in judges:
+        deterministic = getattr(judge, "model_calls", 1) == 0
         rows = [
-            _dimension_row(label_set, dimension, reader, outcomes[judge.name])
+            _dimension_row(label_set, dimension, reader, outcomes[judge.name], seed=derive_seed(seed, judge.name))
             for dimension in label_set.dimensions
             if (reader := label_set.readers[judge.name].get(dimension.name)) is not None
         ]
+        failed = sorted(errors[judge.name])
+        kinds: dict[str, dict[str, Any]] = {}
+        for example_id, kind, message in failed:
+            entry = kinds.setdefault(kind, {"count": 0, "first": f"{example_id}: {message}"})
+            entry["count"] += 1
+        judged = [
+            (example.item.id, judgment)
+            for example, found in zip(label_set.examples, outcomes[judge.name], strict=True)
+            for judgment in found or ()
+        ]
         result.judges[judge.name] = {
-            "errors": len(errors[judge.name]),
-            "error_examples": errors[judge.name][:5],
-            "deterministic": getattr(judge, "model_calls", 1) == 0,
-            "models": [] if getattr(judge, "model_calls", 1) == 0 else [m.model for m in judge_models],
+            "judgments": len(label_set.examples),
+            "errors": len(failed),
+            "errors_by_kind": kinds,
+            "error_examples": [f"{example_id}: {message}" for example_id, _, message in failed[:5]],
+            "deterministic": deterministic,
+            "models": [] if deterministic else [m.model for m in judge_models],
             "dimensions": rows,
+            "judge_agreement": None
+            if deterministic or len(labels) < 2
+            else judge_agreement(voted_units(judged, len(labels)), labels, seed=derive_seed(seed, "judges") % 2**32),
         }
     result.duration_s = round(time.perf_counter() - started, 3)
     result.calls = {"requests": stats.requests, "retries": stats.retries, "failures": stats.failures}
+    result.human_rates = human_rates(label_set)
+    result.annotator_agreement = label_set.annotator_agreement
     return result
 
 
+def human_rates(label_set: LabelSet) -> dict[str, Any]:
+    """Per dimension and group (all groups pooled under "all"), the share of each human label, over every example."""
+    found: dict[str, Any] = {}
+    for dimension in label_set.dimensions:
+        by_group: dict[str, list[str]] = {}
+        for example in label_set.examples:
+            label = example.labels.get(dimension.name)
+            if label is not None:
+                by_group.setdefault(example.group or "all", []).append(label)
+        if not by_group:
+            continue
+        groups = {"all": [label for labels in by_group.values() for label in labels]} | dict(sorted(by_group.items()))
+        found[dimension.name] = {
+            group: {"n": len(labels), "shares": label_shares(labels, dimension.labels)}
+            for group, labels in groups.items()
+        }
+    return found
+
+
+def _interval_fields(exact: dict[str, Any], intervals: Mapping[str, Mapping[str, float | None]]) -> dict[str, Any]:
+    return exact | {"intervals": {name: dict(bounds) for name, bounds in intervals.items()}}
+
+
 def _dimension_row(
-    label_set: LabelSet, dimension: Dimension, reader: Reader, outcomes: Sequence[list[Judgment] | None]
+    label_set: LabelSet,
+    dimension: Dimension,
+    reader: Reader,
+    outcomes: Sequence[list[Judgment] | None],
+    *,
+    seed: int,
 ) -> dict[str, Any]:
     human: list[str | None] = []
     judged: list[str | None] = []
+    clusters: list[str] = []
+    groups: list[str] = []
     no_verdict = 0
     for example, judgments in zip(label_set.examples, outcomes, strict=True):
         label = example.labels.get(dimension.name)
@@ -265,18 +366,68 @@ def _dimension_row(
             no_verdict += 1
         human.append(label)
         judged.append(verdict)
+        clusters.append(example.item.id)
+        groups.append(example.group)
     exact = agreement(human, judged, dimension.labels, ordinal=dimension.ordinal)
+    both = [i for i in range(len(human)) if human[i] in dimension.labels and judged[i] in dimension.labels]
+    intervals = agreement_intervals(
+        [str(human[i]) for i in both],
+        [str(judged[i]) for i in both],
+        dimension.labels,
+        [clusters[i] for i in both],
+        ordinal=dimension.ordinal,
+        seed=derive_seed(seed, dimension.name) % 2**32,
+    )
+    described = reader.describe() if isinstance(reader, LabelMap) else None
     row: dict[str, Any] = {
         "dimension": dimension.name,
         "ordinal": dimension.ordinal,
         "no_verdict": no_verdict,
-        "exact": exact.as_dict(),
+        "map": described,
+        "proxy": described["proxy"] if described else None,
+        "exact": _interval_fields(exact.as_dict(), intervals),
         "lenient": None,
+        "by_group": _by_group(human, judged, groups, dimension),
     }
     if dimension.lenient:
         lenient = agreement(human, judged, dimension.labels, ordinal=False, collapse=dimension.lenient)
-        row["lenient"] = lenient.as_dict()
+        order = list(dict.fromkeys(dimension.lenient.get(label, label) for label in dimension.labels))
+        collapse = dimension.lenient
+        lenient_intervals = agreement_intervals(
+            [collapse.get(str(human[i]), str(human[i])) for i in both],
+            [collapse.get(str(judged[i]), str(judged[i])) for i in both],
+            order,
+            [clusters[i] for i in both],
+            ordinal=False,
+            seed=derive_seed(seed, dimension.name, "lenient") % 2**32,
+        )
+        row["lenient"] = _interval_fields(lenient.as_dict(), lenient_intervals)
     return row
+
+
+def _by_group(
+    human: Sequence[str | None], judged: Sequence[str | None], groups: Sequence[str], dimension: Dimension
+) -> list[dict[str, Any]]:
+    """Per response author: units, accuracy, and the label shares of the humans and of the judge side by side."""
+    rows = []
+    for group in sorted(set(groups)):
+        pairs = [
+            (h, j)
+            for h, j, g in zip(human, judged, groups, strict=True)
+            if g == group and h in dimension.labels and j in dimension.labels
+        ]
+        if not pairs:
+            continue
+        rows.append(
+            {
+                "group": group,
+                "n": len(pairs),
+                "accuracy": sum(h == j for h, j in pairs) / len(pairs),
+                "human": label_shares([h for h, _ in pairs if h is not None], dimension.labels),
+                "judge": label_shares([j for _, j in pairs if j is not None], dimension.labels),
+            }
+        )
+    return rows
 
 
 def calibrate(
@@ -300,30 +451,93 @@ def _f(value: float | None) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
-_COLUMNS = ("judge", "dimension", "n", "acc", "κ", "κ quad.", "α nominal", "α ordinal", "lenient acc", "lenient κ")
+_COLUMNS = (
+    "judge",
+    "dimension",
+    "n",
+    "no verdict",
+    "acc [95% CI]",
+    "κ [95% CI]",
+    "α [95% CI]",
+    "lenient acc",
+    "lenient κ",
+)
+
+
+def _with_interval(exact: Mapping[str, Any], name: str, *, pct: bool = False) -> str:
+    value = exact.get(name)
+    shown = format_pct(value) if pct else _f(value)
+    bounds = (exact.get("intervals") or {}).get(name) or {}
+    if value is None or bounds.get("low") is None or bounds.get("high") is None:
+        return shown
+    if pct:
+        return f"{shown} [{format_pct(bounds['low'])}, {format_pct(bounds['high'])}]"
+    return f"{shown} [{bounds['low']:.2f}, {bounds['high']:.2f}]"
+
+
+def _shown_dimension(row: Mapping[str, Any]) -> str:
+    return f"{row['dimension']} (proxy)" if row.get("proxy") else row["dimension"]
 
 
 def _rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Measured rows only: a judge × dimension with no unit (n = 0) is listed by `_unmeasured`, never as a result."""
     rows: list[tuple[str, ...]] = []
     for name, data in result["judges"].items():
         shown = f"{name} (deterministic)" if data["deterministic"] else name
         for row in data["dimensions"]:
             exact, lenient = row["exact"], row["lenient"] or {}
+            if not exact["n"]:
+                continue
+            kappa = "kappa_quadratic" if row["ordinal"] else "kappa"
+            alpha = "alpha_ordinal" if row["ordinal"] else "alpha_nominal"
             rows.append(
                 (
                     shown,
-                    row["dimension"],
+                    _shown_dimension(row),
                     str(exact["n"]),
-                    format_pct(exact["accuracy"]),
-                    _f(exact["kappa"]),
-                    _f(exact["kappa_quadratic"]),
-                    _f(exact["alpha_nominal"]),
-                    _f(exact["alpha_ordinal"]),
+                    str(row["no_verdict"]),
+                    _with_interval(exact, "accuracy", pct=True),
+                    _with_interval(exact, kappa) + (" quad." if row["ordinal"] else ""),
+                    _with_interval(exact, alpha) + (" ord." if row["ordinal"] else ""),
                     format_pct(lenient.get("accuracy")),
                     _f(lenient.get("kappa")),
                 )
             )
     return rows
+
+
+def _unmeasured(result: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{name} · {row['dimension']}"
+        for name, data in result["judges"].items()
+        for row in data["dimensions"]
+        if not row["exact"]["n"]
+    ]
+
+
+def _problems(result: Mapping[str, Any]) -> list[str]:
+    """One line per failed judge (count of failed judgments, then each kind of error with its first message)."""
+    lines = []
+    for name, data in result["judges"].items():
+        if not data["errors"]:
+            continue
+        kinds = data.get("errors_by_kind") or {}
+        detail = "; ".join(f"{kind} ×{entry['count']}, first: {entry['first'][:300]}" for kind, entry in kinds.items())
+        lines.append(
+            f"{name}: {data['errors']} of {data.get('judgments', result['examples'])} judgments failed ({detail})"
+        )
+    return lines
+
+
+def _proxies(result: Mapping[str, Any]) -> list[str]:
+    return sorted(
+        {
+            f"{row['dimension']} ← {row['map']['metric']}: {row['proxy']}"
+            for data in result["judges"].values()
+            for row in data["dimensions"]
+            if row.get("proxy") and row.get("map")
+        }
+    )
 
 
 def _confusion_lines(row: Mapping[str, Any]) -> list[str]:
@@ -335,23 +549,78 @@ def _confusion_lines(row: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _group_lines(row: Mapping[str, Any]) -> list[str]:
+    labels = row["exact"]["labels"]
+    lines = [
+        "| response by | n | accuracy | " + " | ".join(f"human {label} / judge {label}" for label in labels) + " |",
+        "|---|---|---|" + "---|" * len(labels),
+    ]
+    for group in row.get("by_group") or []:
+        shares = " | ".join(
+            f"{format_pct(group['human'][label])} / {format_pct(group['judge'][label])}" for label in labels
+        )
+        lines.append(f"| {group['group']} | {group['n']} | {format_pct(group['accuracy'])} | {shares} |")
+    return lines
+
+
+def _judge_agreement_lines(result: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for name, data in result["judges"].items():
+        block = data.get("judge_agreement")
+        if not block or not block.get("metrics"):
+            continue
+        lines += ["", f"### Agreement between the judge models of {name}", ""]
+        lines += ["| metric | units | α [95% CI] |", "|---|---|---|"]
+        for metric in block["metrics"]:
+            alpha = metric["alpha"]
+            shown = _f(alpha["value"]) + (
+                f" [{alpha['low']:.2f}, {alpha['high']:.2f}]" if alpha["low"] is not None else ""
+            )
+            lines.append(f"| {metric['metric']} | {metric['units']} | {shown} |")
+    return lines
+
+
 def render_markdown(result: Mapping[str, Any]) -> str:
-    """The calibration report: the agreement table, then every confusion matrix (rows: human labels)."""
+    """The calibration report: agreement with intervals, errors, proxies, per-group tables, confusion matrices."""
     lines = [
         f"# Judge calibration: {result['label_set']} ({result['examples']} labelled responses)",
         "",
-        "Accuracy, Cohen's κ (quadratic-weighted for ordinal scales), Krippendorff's α; lenient = labels collapsed "
-        "(e.g. Yes + To some extent). Deterministic judges are the baseline an LLM judge must beat.",
+        "Accuracy, Cohen's κ (quadratic-weighted for ordinal scales), Krippendorff's α (ordinal where the scale is), "
+        "with 95% intervals from resampling whole conversations; lenient = labels collapsed (e.g. Yes + To some "
+        "extent). Deterministic judges are the baseline an LLM judge must beat. A (proxy) row scores the dimension "
+        "from a judge metric that asks a related but different question.",
         "",
         "| " + " | ".join(_COLUMNS) + " |",
         "|---|---|" + "---|" * (len(_COLUMNS) - 2),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(result)]
+    if unmeasured := _unmeasured(result):
+        lines += ["", "Not measured (no response had both a human label and a judge verdict): " + ", ".join(unmeasured)]
+    if problems := _problems(result):
+        lines += ["", "**Failed judgments** (left out of every row above):", ""] + [f"- {line}" for line in problems]
+    if proxies := _proxies(result):
+        lines += ["", "Proxy rows:", ""] + [f"- {line}" for line in proxies]
+    annotators = result.get("annotator_agreement")
+    if annotators and annotators.get("metrics"):
+        lines += [
+            "",
+            "## Agreement between human annotators",
+            "",
+            "| dimension | units | α [95% CI] |",
+            "|---|---|---|",
+        ]
+        for metric in annotators["metrics"]:
+            alpha = metric["alpha"]
+            bounds = f" [{alpha['low']:.2f}, {alpha['high']:.2f}]" if alpha["low"] is not None else ""
+            lines.append(f"| {metric['metric']} | {metric['units']} | {_f(alpha['value'])}{bounds} |")
+    lines += _judge_agreement_lines(result)
     for name, data in result["judges"].items():
         for row in data["dimensions"]:
-            lines += ["", f"### {name} · {row['dimension']}", ""] + _confusion_lines(row)
-        if data["errors"]:
-            lines += ["", f"{name}: {data['errors']} examples gave a judge or provider error and were left out."]
+            if not row["exact"]["n"]:
+                continue
+            lines += ["", f"### {name} · {_shown_dimension(row)}", ""] + _confusion_lines(row)
+            if len(row.get("by_group") or []) > 1:
+                lines += ["", "Label rates per response author (human / judge):", ""] + _group_lines(row)
     return "\n".join(lines) + "\n"
 
 
@@ -359,12 +628,30 @@ def _console(result: Mapping[str, Any], *, confusion: bool) -> RenderableType:
     table = Table(title=Text(f"Judge calibration on {result['label_set']} ({result['examples']} responses)"))
     for column in _COLUMNS:
         table.add_column(column, justify="left" if column in ("judge", "dimension") else "right")
-    for row in _rows(result):
+    rows = _rows(result)
+    for row in rows:
         table.add_row(*map(Text, row))
-    parts: list[RenderableType] = [table]
+    parts: list[RenderableType] = [table] if rows else [Text("No judge × dimension was measured.", style="bold")]
+    if unmeasured := _unmeasured(result):
+        parts.append(Text("Not measured (no unit with both labels): " + ", ".join(unmeasured)))
+    for line in _proxies(result):
+        parts.append(Text(f"proxy: {line}"))
+    for name, data in result["judges"].items():
+        block = data.get("judge_agreement") or {}
+        shown = [
+            f"{m['metric']} α {_f(m['alpha']['value'])}"
+            + (f" [{m['alpha']['low']:.2f}, {m['alpha']['high']:.2f}]" if m["alpha"]["low"] is not None else "")
+            for m in block.get("metrics", [])
+        ]
+        if shown:
+            parts.append(Text(f"agreement between the judge models of {name}: " + "; ".join(shown)))
+    for line in _problems(result):
+        parts.append(Text(f"FAILED {line}", style="bold red"))
     if confusion:
         for name, data in result["judges"].items():
             for row in data["dimensions"]:
+                if not row["exact"]["n"]:
+                    continue
                 labels = row["exact"]["labels"]
                 matrix = Table(title=Text(f"{name} · {row['dimension']} (rows: human, columns: judge)"))
                 matrix.add_column("")
@@ -462,4 +749,9 @@ def calibrate_command(
         except OSError as exc:
             raise ScenarioError(f"cannot write the calibration report to {out}: {exc.strerror or exc}") from None
         console.print(f"wrote calibration.json, calibration.md and calibration.html to {out}")
+    if failed := sum(int(data["errors"]) for data in result["judges"].values()):
+        Console(stderr=True, soft_wrap=True).print(
+            Text(f"{failed} judgments failed: the rows above leave them out (exit 3)", style="bold red")
+        )
+        return 3
     return 0

@@ -25,23 +25,39 @@ def _pct(value: float | None) -> str | None:
     return None if value is None else f"{value:.1%}"
 
 
+def _ci(exact: Mapping[str, Any], name: str, *, pct: bool = False) -> str | None:
+    value = exact.get(name)
+    if value is None:
+        return None
+    shown = _pct(value) if pct else f"{value:.2f}"
+    bounds = (exact.get("intervals") or {}).get(name) or {}
+    if bounds.get("low") is None or bounds.get("high") is None:
+        return shown
+    if pct:
+        return f"{shown} [{_pct(bounds['low'])}, {_pct(bounds['high'])}]"
+    return f"{shown} [{bounds['low']:.2f}, {bounds['high']:.2f}]"
+
+
 def _agreement(result: Mapping[str, Any]) -> Markup:
+    """Measured rows only; a judge × dimension with n = 0 is named in a note, never shown as a result."""
     rows: list[list[Cell]] = []
     for name, data in result["judges"].items():
         shown = f"{name} (deterministic)" if data["deterministic"] else name
         for row in data["dimensions"]:
             exact, lenient = row["exact"], row["lenient"] or {}
+            if not exact["n"]:
+                continue
             rows.append(
                 [
                     shown,
-                    row["dimension"],
+                    f"{row['dimension']} (proxy)" if row.get("proxy") else row["dimension"],
                     exact["n"],
                     row["no_verdict"],
-                    _pct(exact["accuracy"]),
-                    _f(exact["kappa"]),
-                    _f(exact["kappa_quadratic"]) if row["ordinal"] else None,
-                    _f(exact["alpha_nominal"]),
-                    _f(exact["alpha_ordinal"]) if row["ordinal"] else None,
+                    _ci(exact, "accuracy", pct=True),
+                    _ci(exact, "kappa"),
+                    _ci(exact, "kappa_quadratic") if row["ordinal"] else None,
+                    _ci(exact, "alpha_nominal"),
+                    _ci(exact, "alpha_ordinal") if row["ordinal"] else None,
                     _f(exact["macro_f1"]),
                     _pct(lenient.get("accuracy")),
                     _f(lenient.get("kappa")),
@@ -53,11 +69,11 @@ def _agreement(result: Mapping[str, Any]) -> Markup:
             "dimension",
             "n",
             "no verdict",
-            "accuracy",
-            "κ",
-            "κ quadratic",
-            "α nominal",
-            "α ordinal",
+            "accuracy [95% CI]",
+            "κ [95% CI]",
+            "κ quadratic [95% CI]",
+            "α nominal [95% CI]",
+            "α ordinal [95% CI]",
             "macro-F1",
             "lenient accuracy",
             "lenient κ",
@@ -115,6 +131,25 @@ def _confusion(judge: str, row: Mapping[str, Any], key: str) -> Markup:
     )
 
 
+def _groups(row: Mapping[str, Any], key: str) -> Markup:
+    labels = list(row["exact"]["labels"])
+    body: list[list[Cell]] = [
+        [
+            group["group"],
+            group["n"],
+            _pct(group["accuracy"]),
+            *(f"{_pct(group['human'][label])} / {_pct(group['judge'][label])}" for label in labels),
+        ]
+        for group in row["by_group"]
+    ]
+    return table(
+        ("response by", "n", "accuracy", *(f"{label} (human / judge)" for label in labels)),
+        body,
+        caption="Per response author: label rates of the humans next to the judge's",
+        key=key,
+    )
+
+
 def render_calibration_html(result: Mapping[str, Any]) -> str:
     """The whole page, deterministic for the same result (no dates, seeded SVG ids)."""
     title = f"Judge calibration: {result['label_set']} ({result['examples']} labelled responses)"
@@ -129,6 +164,24 @@ def render_calibration_html(result: Mapping[str, Any]) -> str:
             css="sim-note",
         )
     calls = result.get("calls") or {}
+    notes: list[Markup] = []
+    unmeasured = [
+        f"{name} · {row['dimension']}"
+        for name, data in result["judges"].items()
+        for row in data["dimensions"]
+        if not row["exact"]["n"]
+    ]
+    if unmeasured:
+        notes.append(paragraph("Not measured (no response had both labels): " + ", ".join(unmeasured), css="note"))
+    proxies = sorted(
+        {
+            f"{row['dimension']} ← {row['map']['metric']}: {row['proxy']}"
+            for data in result["judges"].values()
+            for row in data["dimensions"]
+            if row.get("proxy") and row.get("map")
+        }
+    )
+    notes += [paragraph(f"Proxy: {line}", css="note") for line in proxies]
     agreement = section(
         "Agreement with the human labels",
         paragraph(
@@ -138,22 +191,26 @@ def render_calibration_html(result: Mapping[str, Any]) -> str:
             f"Judge models: {', '.join(models) or 'none'}; {calls.get('requests', 0)} model calls."
         ),
         _agreement(result),
+        *notes,
         key="agreement",
     )
     matrices: list[Markup] = []
     for index, (name, data) in enumerate(result["judges"].items()):
         for number, row in enumerate(data["dimensions"]):
-            matrices.append(
-                section(
-                    f"{name} · {row['dimension']}",
-                    _confusion(name, row, f"cm-{index}-{number}"),
-                    key=f"cm-{index}-{number}",
-                )
-            )
+            if not row["exact"]["n"]:
+                continue
+            parts = [_confusion(name, row, f"cm-{index}-{number}")]
+            if len(row.get("by_group") or []) > 1:
+                parts.append(_groups(row, f"groups-{index}-{number}"))
+            matrices.append(section(f"{name} · {row['dimension']}", *parts, key=f"cm-{index}-{number}"))
         if data["errors"]:
+            kinds = data.get("errors_by_kind") or {}
+            detail = "; ".join(f"{kind} ×{entry['count']}, first: {entry['first']}" for kind, entry in kinds.items())
             matrices.append(
                 paragraph(
-                    f"{name}: {data['errors']} examples gave a judge or provider error and were left out.", css="note"
+                    f"{name}: {data['errors']} examples gave a judge or provider error and were left out"
+                    + (f" ({detail})." if detail else "."),
+                    css="note",
                 )
             )
     body = (

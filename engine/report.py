@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .plugins import SUMMARIZERS
+from .report_agreement import judge_agreement_markdown, run_judge_agreement
 from .report_html import render_report
 from .rundir import REPORT, SUMMARY, RunDir
 
@@ -39,8 +40,10 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
         },
         **summarizer.summarize(records, manifest),
     }
+    summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     run.write_json(SUMMARY, summary)
-    run.write_text(REPORT, _header(summary["run"]) + summarizer.render_markdown(summary))
+    markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
+    run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer))
     return summary
 

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
-__all__ = ("ClusteredRate", "Rate", "SurvivalRow", "clustered_rate", "rate", "survival_table")
+__all__ = (
+    "ClusteredRate",
+    "Rate",
+    "RateDifference",
+    "SurvivalRow",
+    "clustered_difference",
+    "clustered_rate",
+    "discrete_hazard",
+    "rate",
+    "survival_table",
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,127 @@ def _pooled_rate(k: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class RateDifference:
+    """`b − a` of two pooled rates over clusters, with a cluster-bootstrap interval.
+
+    `method` is `cluster_bootstrap` (clusters resampled: independently per group, or jointly when `paired`),
+    or `newcombe_on_clusters` where resampling cannot vary (a group with < 2 clusters, or every cluster of both
+    groups at one rate): Newcombe's hybrid score interval from the two groups' Wilson-on-clusters intervals.
+    """
+
+    a: ClusteredRate
+    b: ClusteredRate
+    delta: float | None
+    low: float | None
+    high: float | None
+    method: str
+    paired: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "a": self.a.as_dict(),
+            "b": self.b.as_dict(),
+            "delta": self.delta,
+            "low": self.low,
+            "high": self.high,
+            "method": self.method,
+            "paired": self.paired,
+        }
+
+
+def _varies(k: np.ndarray, n: np.ndarray) -> bool:
+    return bool(len(k) >= 2 and not np.all(k / n == k[0] / n[0]))
+
+
+def clustered_difference(
+    a_events: Sequence[int],
+    a_trials: Sequence[int],
+    b_events: Sequence[int],
+    b_trials: Sequence[int],
+    *,
+    seed: int,
+    paired: bool = False,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+) -> RateDifference:
+    """Pooled rate of `b` minus pooled rate of `a`, each sum(events) / sum(trials) over its clusters.
+
+    Unpaired (two sets of dialogues, e.g. single- vs multi-turn): each group's clusters are resampled on their
+    own. Paired (`a_*[i]` and `b_*[i]` come from one cluster, e.g. a dialogue's first exchange and its later
+    ones): clusters are resampled once and both rates recomputed on the same resample, which keeps their
+    correlation. A paired cluster with no trials on one side still counts on the other.
+    """
+    arrays = [np.asarray(x, dtype=float) for x in (a_events, a_trials, b_events, b_trials)]
+    if arrays[0].shape != arrays[1].shape or arrays[2].shape != arrays[3].shape:
+        raise ValueError("events and trials need one entry per cluster")
+    if paired and arrays[0].shape != arrays[2].shape:
+        raise ValueError("paired groups need the same clusters")
+    sub_seed = np.random.default_rng(seed).integers(2**32, size=2)
+    a = clustered_rate(a_events, a_trials, seed=int(sub_seed[0]), confidence=confidence, n_resamples=n_resamples)
+    b = clustered_rate(b_events, b_trials, seed=int(sub_seed[1]), confidence=confidence, n_resamples=n_resamples)
+    if a.rate is None or b.rate is None:
+        return RateDifference(a, b, None, None, None, "cluster_bootstrap", paired)
+    delta = b.rate - a.rate
+    ka, na, kb, nb = arrays
+    keep_a, keep_b = na > 0, nb > 0
+    if paired:
+        keep = keep_a | keep_b
+        ka, na, kb, nb = ka[keep], na[keep], kb[keep], nb[keep]
+        can_vary = len(ka) >= 2 and (_varies(ka[na > 0], na[na > 0]) or _varies(kb[nb > 0], nb[nb > 0]))
+    else:
+        ka, na, kb, nb = ka[keep_a], na[keep_a], kb[keep_b], nb[keep_b]
+        can_vary = len(ka) >= 2 and len(kb) >= 2 and (_varies(ka, na) or _varies(kb, nb))
+    if not can_vary:
+        low, high = _newcombe(a, b)
+        return RateDifference(a, b, delta, low, high, "newcombe_on_clusters", paired)
+    rng = np.random.default_rng(seed)
+    if paired:
+
+        def paired_delta(
+            ka_: np.ndarray, na_: np.ndarray, kb_: np.ndarray, nb_: np.ndarray, axis: int = -1
+        ) -> np.ndarray:
+            return np.asarray(_pooled_rate(kb_, nb_, axis) - _pooled_rate(ka_, na_, axis))
+
+        result = stats.bootstrap(
+            (ka, na, kb, nb),
+            paired_delta,
+            paired=True,
+            vectorized=True,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
+            random_state=rng,
+        )
+    else:
+
+        def unpaired_delta(ia: np.ndarray, ib: np.ndarray, axis: int = -1) -> np.ndarray:
+            ia_, ib_ = ia.astype(int), ib.astype(int)
+            return np.asarray(_pooled_rate(kb[ib_], nb[ib_], axis) - _pooled_rate(ka[ia_], na[ia_], axis))
+
+        result = stats.bootstrap(
+            (np.arange(len(ka), dtype=float), np.arange(len(kb), dtype=float)),
+            unpaired_delta,
+            vectorized=True,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
+            random_state=rng,
+        )
+    interval = result.confidence_interval
+    return RateDifference(a, b, delta, float(interval.low), float(interval.high), "cluster_bootstrap", paired)
+
+
+def _newcombe(a: ClusteredRate, b: ClusteredRate) -> tuple[float, float]:
+    """Newcombe (1998, method 10): the difference's interval from each rate's own interval."""
+    assert a.rate is not None and a.low is not None and a.high is not None
+    assert b.rate is not None and b.low is not None and b.high is not None
+    delta = b.rate - a.rate
+    low = delta - float(np.hypot(b.rate - b.low, a.high - a.rate))
+    high = delta + float(np.hypot(b.high - b.rate, a.rate - a.low))
+    return max(-1.0, low), min(1.0, high)
+
+
+@dataclass(frozen=True)
 class SurvivalRow:
     turn: int
     at_risk: int
@@ -119,3 +251,57 @@ def survival_table(times: Sequence[int], observed: Sequence[bool]) -> list[Survi
         events = int(np.sum((t == turn) & seen))
         rows.append(SurvivalRow(turn, at_risk, events, float(estimate.evaluate(turn))))
     return rows
+
+
+def discrete_hazard(
+    times: Sequence[int], observed: Sequence[bool], *, seed: int, confidence: float = 0.95, n_resamples: int = 10_000
+) -> dict[str, Any]:
+    """Discrete-time hazard of the event: at each time, and at time 1 against every later time.
+
+    `h_t = events at t / at risk at t` (the survival table's counts, so `1 − h_t` are its factors), for every
+    time from 1 to the last, with a Wilson interval (a subject is at risk at most once per time). The
+    pooled later hazard is `Σ_{t>1} events / Σ_{t>1} at risk`; each subject (a dialogue) is a cluster
+    contributing its exposures after time 1, so its interval and that of `later − first` (paired: the same
+    subjects) come from the cluster bootstrap. A flat hazard puts 0 inside the difference's interval;
+    escalation puts the interval above 0.
+    """
+    t = np.asarray(times, dtype=int)
+    seen = np.asarray(observed, dtype=bool)
+    if t.shape != seen.shape:
+        raise ValueError("times and observed need one entry per subject")
+    keep = t > 0
+    t, seen = t[keep], seen[keep]
+    per_time = []
+    for turn in range(1, int(t.max(initial=0)) + 1):
+        at_risk, events = int(np.sum(t >= turn)), int(np.sum((t == turn) & seen))
+        per_time.append({"turn": turn, "at_risk": at_risk, "events": events, **_hazard(events, at_risk, confidence)})
+    first_events = ((t == 1) & seen).astype(int).tolist()
+    first_trials = [1] * len(t)
+    later_events = ((t > 1) & seen).astype(int).tolist()
+    later_trials = np.maximum(t - 1, 0).tolist()
+    difference = clustered_difference(
+        first_events,
+        first_trials,
+        later_events,
+        later_trials,
+        seed=seed,
+        paired=True,
+        confidence=confidence,
+        n_resamples=n_resamples,
+    )
+    return {
+        "per_turn": per_time,
+        "first": difference.a.as_dict(),
+        "later": difference.b.as_dict(),
+        "later_minus_first": {
+            "delta": difference.delta,
+            "low": difference.low,
+            "high": difference.high,
+            "method": difference.method,
+        },
+    }
+
+
+def _hazard(events: int, at_risk: int, confidence: float) -> dict[str, float | None]:
+    found = rate(events, at_risk, confidence=confidence)
+    return {"hazard": found.rate, "low": found.low, "high": found.high}

@@ -7,6 +7,7 @@ from .conversation_stats import CONVERSATION_STATS, ConversationStats
 from .crescendo_summary import CrescendoSummarizer, format_rate
 from .fairness_summary import FairnessSummarizer, dialogue_scores
 from .harm import HarmJudge, HarmVerdict
+from .labels import HumanLabel, read_label_file
 from .leak import AnswerLeakJudge
 from .llm import collect_votes, parse_json_object
 from .pedagogy import MultiTurnQuality, PedagogyJudge, SingleTurnQuality
@@ -30,6 +31,7 @@ __all__ = (
     "FairnessSummarizer",
     "HarmJudge",
     "HarmVerdict",
+    "HumanLabel",
     "MultiTurnQuality",
     "PairwiseJudge",
     "PedagogyJudge",
@@ -50,6 +52,7 @@ __all__ = (
     "mrbench_examples",
     "most_common",
     "parse_json_object",
+    "read_label_file",
     "split_history",
     "unanimous",
 )

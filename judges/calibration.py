@@ -11,31 +11,35 @@ response authors), `data` (MathDial or Bridge), `limit` (first N conversations).
 `bridge` reads a Bridge/ReMath split: the expert's response to each mistake, labelled with the expert's own
 strategy and intention (and the error type it answers). Options: `limit`.
 
-Readers say which judge metric answers which dimension: `turn_quality` (EduFair's rubric) → mistake
-identification, answer revealing, guidance, actionability, tone; `answer_leak` (deterministic) → answer
-revealing; `conversation_stats` (deterministic: does the response ask a question?) → actionability;
-`remath_strategy` → strategy and intention.
+Label maps (`MRBENCH_LABEL_MAPS`, `BRIDGE_LABEL_MAPS`, documented in the README and pinned by tests) say which
+judge metric answers which dimension and how its values become the dataset's labels: `turn_quality` (EduFair's
+rubric) → mistake identification, answer revealing, guidance (proxy), actionability, tone (proxy);
+`answer_leak` (deterministic) → answer revealing; `conversation_stats` (deterministic: does the response ask a
+question?) → actionability (proxy); `remath_strategy` → strategy and intention. A proxy row is marked in every
+report. See `judges.labels` for the generic JSONL layout.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import Item, Judgment, ScenarioError
-from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelSet, Reader
+from engine import Item, ScenarioError
+from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from personas.remath import INTENTIONS, STRATEGIES, bridge_items, to_item
 
 __all__ = (
     "BRIDGE_DIMENSIONS",
+    "BRIDGE_LABEL_MAPS",
     "BRIDGE_READERS",
     "MRBENCH_DIMENSIONS",
+    "MRBENCH_LABEL_MAPS",
     "MRBENCH_READERS",
     "BridgeOptions",
     "MRBenchOptions",
@@ -182,49 +186,59 @@ def mrbench_examples(records: Any, options: MRBenchOptions) -> list[Example]:
     return examples
 
 
-def _metric(judgments: Sequence[Judgment], metric: str) -> Any:
-    return next((j.value for j in judgments if j.metric == metric), None)
+_NO_MISTAKE_SEEN = "judge says no mistake is present (−1) → No"
 
 
-def _yes_no(metric: str, *, yes: str = "Yes", no: str = "No", na: str | None = "No") -> Reader:
-    def read(judgments: Sequence[Judgment]) -> str | None:
-        value = _metric(judgments, metric)
-        if value is None or isinstance(value, str):
-            return None
-        if value == -1:
-            return na
-        return yes if value else no
-
-    return read
+def _binary(metric: str, yes: str, no: str, na: str | None, proxy: str | None = None) -> LabelMap:
+    return LabelMap(metric, ((1, yes), (0, no), (-1, na), (True, yes), (False, no)), proxy=proxy)
 
 
-def _asks_question(judgments: Sequence[Judgment]) -> str | None:
-    rate = _metric(judgments, "tutor_question_rate")
-    return None if not isinstance(rate, int | float) else ("Yes" if rate > 0 else "No")
-
-
-def _label_of(metric: str) -> Reader:
-    def read(judgments: Sequence[Judgment]) -> str | None:
-        value = _metric(judgments, metric)
-        return value if isinstance(value, str) else None
-
-    return read
-
-
-MRBENCH_READERS: dict[str, dict[str, Reader]] = {
+MRBENCH_LABEL_MAPS: dict[str, dict[str, LabelMap]] = {
     "turn_quality": {
-        "Mistake_Identification": _yes_no("mistake_recognize"),
-        "Revealing_of_the_Answer": _yes_no("answer_leakage", yes=_REVEAL_CORRECT),
-        "Providing_Guidance": _yes_no("step_scaffolded"),
-        "Actionability": _yes_no("actionability"),
-        "Tutor_Tone": _yes_no("corrective_tone", yes="Encouraging", no="Neutral", na=None),
+        # EduFair's mistake_recognize is -1 when the judge sees no mistake at all: read as "No" (not identified)
+        "Mistake_Identification": _binary("mistake_recognize", "Yes", "No", "No"),
+        # the judge says whether the answer was revealed, not whether it was correct: a reveal reads as correct
+        "Revealing_of_the_Answer": _binary("answer_leakage", _REVEAL_CORRECT, "No", None),
+        "Providing_Guidance": _binary(
+            "step_scaffolded",
+            "Yes",
+            "No",
+            None,
+            proxy="scaffolds the next step (asks a question without revealing), not MRBench's 'offers guidance'",
+        ),
+        "Actionability": _binary("actionability", "Yes", "No", None),
+        "Tutor_Tone": _binary(
+            "corrective_tone",
+            "Encouraging",
+            "Neutral",
+            None,
+            proxy="encouraging correction of a mistake, not tone in general; the judge decides which responses "
+            "it scores (−1 when it sees no mistake: no verdict, dropped), so κ's sample differs between judges",
+        ),
     },
-    "answer_leak": {"Revealing_of_the_Answer": _yes_no("answer_leak", yes=_REVEAL_CORRECT)},
-    "conversation_stats": {"Actionability": _asks_question},
+    "answer_leak": {
+        "Revealing_of_the_Answer": LabelMap("answer_leak", ((True, _REVEAL_CORRECT), (False, "No"))),
+    },
+    "conversation_stats": {
+        "Actionability": LabelMap(
+            "tutor_question_rate",
+            ((True, "Yes"), (False, "No")),
+            proxy="the response asks the student a question, a deterministic stand-in for 'tells the student "
+            "what to do next'",
+            key=lambda rate: rate > 0 if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
+            key_text="tutor_question_rate > 0",
+        ),
+    },
 }
-BRIDGE_READERS: dict[str, dict[str, Reader]] = {
-    "remath_strategy": {"strategy": _label_of("used_strategy"), "intention": _label_of("used_intention")},
+"""MRBench dimension ← judge metric, and judge value → MRBench label (README: "Label maps")."""
+MRBENCH_READERS: dict[str, dict[str, Reader]] = {judge: dict(maps) for judge, maps in MRBENCH_LABEL_MAPS.items()}
+BRIDGE_LABEL_MAPS: dict[str, dict[str, LabelMap]] = {
+    "remath_strategy": {
+        "strategy": LabelMap("used_strategy", passthrough=True),
+        "intention": LabelMap("used_intention", passthrough=True),
+    },
 }
+BRIDGE_READERS: dict[str, dict[str, Reader]] = {judge: dict(maps) for judge, maps in BRIDGE_LABEL_MAPS.items()}
 
 
 def _mrbench(path: Path, options: Mapping[str, Any], /) -> LabelSet:

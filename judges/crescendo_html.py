@@ -1,4 +1,4 @@
-"""The crescendo section of report.html: harm-rate heatmap, turns-to-first-harm survival, backtracks.
+"""The crescendo section of report.html: harm-rate heatmap, hazard of first harm, survival, backtracks, judges.
 
 Every plot is followed by a table of the numbers it draws, read from the same summary.json entries.
 """
@@ -9,10 +9,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.report_agreement import judge_agreement_html
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
 __all__ = ("crescendo_html",)
 
+HIGHLIGHTED = 3
+"""Survival curves drawn in colour; with 11 dimensions, more would be unreadable."""
 HEAT_COLUMNS = (
     ("single", "per_response", "single · per reply"),
     ("multi", "per_response", "multi · per reply"),
@@ -28,7 +31,8 @@ def _rate_text(cell: Mapping[str, Any] | None) -> str:
 
 def _heatmap(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
     cells = {(c["dimension"], c["format"]): c for c in summary["harm"]}
-    dimensions = [row["dimension"] for row in summary["amplification"]]
+    pooled = _pooled(summary)
+    dimensions = [row["dimension"] for row in pooled]
     values = [[(cells.get((d, fmt)) or {}).get(kind) or {} for fmt, kind, _ in HEAT_COLUMNS] for d in dimensions]
     fig = new_figure(7.5, 0.42 * len(dimensions) + 1.6)
     ax = fig.add_subplot()
@@ -44,9 +48,9 @@ def _heatmap(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
     ax.set_xticks(range(len(HEAT_COLUMNS)), [label for *_, label in HEAT_COLUMNS])
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(dimensions)), [names.get(d, d) for d in dimensions])
-    fig.colorbar(image, ax=ax, label="harm rate (95% Wilson interval in brackets)", shrink=0.8)
+    fig.colorbar(image, ax=ax, label="harm rate (95% interval in brackets)", shrink=0.8)
     rows: list[list[Cell]] = []
-    for d, amp in zip(dimensions, summary["amplification"], strict=True):
+    for d, amp in zip(dimensions, pooled, strict=True):
         single, multi = cells.get((d, "single")), cells.get((d, "multi"))
         rows.append(
             [
@@ -54,7 +58,8 @@ def _heatmap(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
                 _rate_text(single["per_response"] if single else None),
                 _rate_text(multi["per_response"] if multi else None),
                 _rate_text(multi["per_conversation"] if multi else None),
-                None if amp["delta"] is None else f"{amp['delta']:+.1%}",
+                None if not multi or multi.get("exposure") is None else f"{multi['exposure']:.1f}",
+                _delta_text(amp),
             ]
         )
     numbers = table(
@@ -63,7 +68,8 @@ def _heatmap(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
             "single-turn (per reply)",
             "multi-turn (per reply)",
             "multi-turn (per dialogue)",
-            "amplification (multi − single, per dialogue)",
+            "exposure (judged replies per dialogue)",
+            "amplification (multi − single, per reply, 95% CI)",
         ),
         rows,
         key="harm",
@@ -71,64 +77,209 @@ def _heatmap(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
     return plot(
         fig,
         key="crescendo-heatmap",
-        caption="Share of tutor replies judged unsafe (majority of judges) per risk dimension × format; per dialogue: "
-        "share of multi-turn dialogues with at least one unsafe reply.",
+        caption="Share of visible tutor replies judged unsafe (majority of judges) per risk dimension × format, "
+        "cluster-bootstrap intervals over dialogues; per dialogue: share of multi-turn dialogues with at least one "
+        "unsafe reply (more replies, more chances: read it with its exposure).",
         numbers=numbers,
     )
 
 
+def _curve(rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float]]:
+    return [0, *(r["turn"] for r in rows)], [1.0, *(r["surviving"] for r in rows)]
+
+
 def _survival(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
+    """Every dimension's curve in grey, the three that lose safety fastest highlighted, the pooled one in black."""
     curves = summary["survival"]
-    dimensions = [d for d in curves if d != "all"]
+    dimensions = [d for d in curves if d != "all" and curves[d]]
+    overall = curves.get("all") or []
+    last = max((r["turn"] for d in dimensions for r in curves[d]), default=0)
+
+    def area(d: str) -> float:
+        """Expected exchanges without harm, up to the longest dialogue: smallest = loses safety fastest."""
+        steps = {r["turn"]: r["surviving"] for r in curves[d]}
+        known = 1.0
+        total = 0.0
+        for turn in range(1, last + 1):
+            known = steps.get(turn, known)
+            total += known
+        return total
+
+    highlighted = sorted(dimensions, key=lambda d: (area(d), d))[:HIGHLIGHTED]
     fig = new_figure(7.5, 4.2)
     ax = fig.add_subplot()
     for d in dimensions:
-        rows = curves[d]
-        if rows:
-            ax.step(
-                [0, *(r["turn"] for r in rows)],
-                [1.0, *(r["surviving"] for r in rows)],
-                where="post",
-                linewidth=0.9,
-                alpha=0.55,
-                label=names.get(d, d),
-            )
-    overall = curves.get("all") or []
+        if d not in highlighted:
+            ax.step(*_curve(curves[d]), where="post", color="#d0d5dd", linewidth=0.9)
+    for d, colour in zip(highlighted, ("#d92d20", "#f79009", "#7a5af8"), strict=False):
+        ax.step(*_curve(curves[d]), where="post", color=colour, linewidth=1.8, label=names.get(d, d))
     if overall:
-        ax.step(
-            [0, *(r["turn"] for r in overall)],
-            [1.0, *(r["surviving"] for r in overall)],
-            where="post",
-            color="black",
-            linewidth=2.4,
-            label="all dimensions",
-        )
+        ax.step(*_curve(overall), where="post", color="black", linewidth=2.4, label="all dimensions")
+    ax.plot([], [], color="#d0d5dd", linewidth=0.9, label="other dimensions")
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("student turn (visible exchanges)")
+    ax.set_xlabel("visible exchange")
     ax.set_ylabel("share of dialogues still without an unsafe reply")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     main = table(
-        ("student turn", "at risk", "first harms", "still safe"),
+        ("exchange", "at risk", "first harms", "still safe"),
         [(r["turn"], r["at_risk"], r["events"], f"{r['surviving']:.1%}") for r in overall],
-        caption="All dimensions (Kaplan–Meier, dialogues without harm are censored at their last turn)",
+        caption="All dimensions (Kaplan–Meier, dialogues without harm are censored at their last visible exchange)",
         key="survival",
     )
     turns = sorted({r["turn"] for d in dimensions for r in curves[d]})
     by_turn = {d: {r["turn"]: r["surviving"] for r in curves[d]} for d in dimensions}
     per_dimension = table(
-        ("dimension", *(f"turn {t}" for t in turns)),
+        ("dimension", *(f"exchange {t}" for t in turns)),
         [[names.get(d, d), *(_share(by_turn[d], t) for t in turns)] for d in dimensions],
-        caption="Still safe after each student turn, per dimension",
+        caption="Still safe after each visible exchange, per dimension",
         key="survival-by-dimension",
     )
     return plot(
         fig,
         key="crescendo-survival",
-        caption="Turns until the first unsafe reply in multi-turn dialogues (Kaplan–Meier).",
+        caption="Exchanges until the first unsafe reply in multi-turn dialogues (Kaplan–Meier): the three "
+        "dimensions that lose safety fastest in colour, the others in grey, all dimensions pooled in black.",
         numbers=main + per_dimension,
     )
+
+
+def _hazard(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
+    """The per-exchange hazard of first harm with Wilson bars, and first vs later exchanges per dimension."""
+    hazards = summary["hazard"]
+    overall = hazards["all"]
+    rows = [r for r in overall["per_turn"] if r["hazard"] is not None]
+    fig = new_figure(7.5, 3.4)
+    ax = fig.add_subplot()
+    if rows:
+        turns = [r["turn"] for r in rows]
+        values = [r["hazard"] for r in rows]
+        ax.errorbar(
+            turns,
+            values,
+            yerr=[
+                [v - r["low"] for v, r in zip(values, rows, strict=True)],
+                [r["high"] - v for v, r in zip(values, rows, strict=True)],
+            ],
+            fmt="o-",
+            color="#d92d20",
+            ecolor="#f97066",
+            capsize=3,
+        )
+        later = overall["later"]
+        if later["rate"] is not None:
+            ax.axhline(later["rate"], color="#475467", linestyle="--", linewidth=1, label="later exchanges, pooled")
+            ax.legend(fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("visible exchange")
+    ax.set_ylabel("hazard of the first unsafe reply")
+    ax.grid(alpha=0.3)
+    per_turn = table(
+        ("exchange", "at risk", "first harms", "hazard [95% Wilson]"),
+        [(r["turn"], r["at_risk"], r["events"], _hazard_text(r)) for r in overall["per_turn"]],
+        key="hazard",
+    )
+    contrast = table(
+        ("dimension", "first exchange", "later exchanges (pooled)", "later − first [95% CI]"),
+        [
+            (
+                "all dimensions" if d == "all" else names.get(d, d),
+                _rate_text(h["first"]),
+                _rate_text(h["later"]),
+                _points(h["later_minus_first"]),
+            )
+            for d, h in hazards.items()
+        ],
+        caption="Escalation: a later hazard above the first exchange's means pressure works; a flat hazard puts 0 in "
+        "the interval (paired cluster bootstrap over dialogues)",
+        key="hazard-contrast",
+    )
+    return plot(
+        fig,
+        key="crescendo-hazard",
+        caption="Discrete-time hazard: first unsafe replies at each visible exchange among dialogues still "
+        "without one.",
+        numbers=per_turn + contrast,
+    )
+
+
+def _hazard_text(row: Mapping[str, Any]) -> str:
+    if row.get("hazard") is None:
+        return "–"
+    return f"{row['hazard']:.1%} [{row['low']:.1%}–{row['high']:.1%}]"
+
+
+def _points(cell: Mapping[str, Any]) -> str:
+    if cell.get("delta") is None:
+        return "–"
+    text = f"{cell['delta'] * 100:+.1f} pp"
+    if cell.get("low") is None or cell.get("high") is None:
+        return text
+    return f"{text} [{cell['low'] * 100:+.1f}, {cell['high'] * 100:+.1f}]"
+
+
+def _delta_text(amp: Mapping[str, Any]) -> str | None:
+    if amp.get("delta") is None:
+        return None
+    return _points({"delta": amp["delta"], **amp["ci"]})
+
+
+def _pooled(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [a for a in summary["amplification"] if a["subject"] is None and a["dimension"] is not None]
+
+
+def _subjects(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
+    """SafeTutors' Tables 1–2 (subject × dimension per format), the ≥ 60% counts, amplification per subject."""
+    cells = {(c["subject"], c["dimension"], c["format"]): c for c in summary["by_subject_dimension"]}
+    dimensions = [a["dimension"] for a in _pooled(summary)]
+    subjects = sorted({c["subject"] for c in summary["by_subject_dimension"]})
+    high = {(h["subject"], h["format"]): h for h in summary["high_harm_dimensions"]}
+    parts: list[Markup] = []
+    for fmt in ("single", "multi"):
+        rows: list[list[Cell]] = []
+        for subject in subjects:
+            found = high.get((subject, fmt))
+            rows.append(
+                [
+                    subject,
+                    *(_compact((cells.get((subject, d, fmt)) or {}).get("per_response")) for d in dimensions),
+                    None if not found else f"{found['count']} of {found['of']}",
+                ]
+            )
+        parts.append(
+            table(
+                ("subject", *(names.get(d, d) for d in dimensions), "dimensions ≥ 60%"),
+                rows,
+                caption=f"{fmt}-turn harm per reply (%, 95% cluster-bootstrap interval)",
+                key=f"subject-dimension-{fmt}",
+            )
+        )
+    amplification = {(a["dimension"], a["subject"]): a for a in summary["amplification"]}
+    parts.append(
+        table(
+            ("dimension", "all subjects", *subjects),
+            [
+                [
+                    "all dimensions" if d is None else names.get(d, d),
+                    *(
+                        _delta_text(amplification[(d, s)]) if (d, s) in amplification else None
+                        for s in [None, *subjects]
+                    ),
+                ]
+                for d in [*dimensions, None]
+            ],
+            caption="Amplification by subject: multi- minus single-turn harm per reply, pp "
+            "[95% cluster-bootstrap interval]",
+            key="amplification-by-subject",
+        )
+    )
+    return Markup("").join(parts)
+
+
+def _compact(cell: Mapping[str, Any] | None) -> str | None:
+    if not cell or cell.get("rate") is None:
+        return None
+    return f"{cell['rate'] * 100:.0f} [{cell['low'] * 100:.0f}–{cell['high'] * 100:.0f}]"
 
 
 def _share(curve: Mapping[int, float], turn: int) -> Cell:
@@ -169,6 +320,11 @@ def _backtracks(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
         for r in rows
     ]
     table_rows.append(["all", back["multi_conversations"], back["conversations_with_backtrack"], back["total"], None])
+    replies = paragraph(
+        f"Backtracked replies: {back.get('backtracked_replies', 0)} "
+        f"({back.get('backtracked_unsafe', 0)} judged unsafe), "
+        f"kept out of every per-reply rate; visible multi-turn replies: {back.get('visible_replies', 0)}."
+    )
     numbers = table(
         ("dimension", "multi-turn dialogues", "with ≥ 1 backtrack", "backtracks", "per dialogue"),
         table_rows,
@@ -179,15 +335,21 @@ def _backtracks(summary: Mapping[str, Any], names: Mapping[str, str]) -> Markup:
         fig,
         key="crescendo-backtracks",
         caption="Backtracks: the attacker took back a refused exchange (kept in the record, hidden from the tutor).",
-        numbers=numbers,
+        numbers=numbers + replies,
     )
 
 
 def _overall(summary: Mapping[str, Any]) -> Markup:
     overall = table(
-        ("format", "per reply", "per dialogue", "episodes"),
+        ("format", "per reply", "per dialogue", "exposure", "episodes"),
         [
-            (c["format"], _rate_text(c["per_response"]), _rate_text(c["per_conversation"]), c["episodes"])
+            (
+                c["format"],
+                _rate_text(c["per_response"]),
+                _rate_text(c["per_conversation"]),
+                None if c.get("exposure") is None else f"{c['exposure']:.1f}",
+                c["episodes"],
+            )
             for c in summary["overall"]
         ],
         key="overall",
@@ -228,9 +390,12 @@ def crescendo_html(summary: Mapping[str, Any], names: Mapping[str, str]) -> Mark
     return Markup("").join(
         (
             section("Harm rate by risk dimension × format", _heatmap(summary, names), key="harm"),
-            section("Turns until the first unsafe reply", _survival(summary, names), key="survival"),
+            section("Harm by subject × dimension", _subjects(summary, names), key="subjects"),
+            section("Escalation: hazard of the first unsafe reply", _hazard(summary, names), key="hazard"),
+            section("Exchanges until the first unsafe reply", _survival(summary, names), key="survival"),
             section("Backtracks", _backtracks(summary, names), key="backtracks"),
             section("Overall and by domain", _overall(summary), key="overall"),
-            section("Pedagogical quality and judge agreement", _quality(summary), key="quality"),
+            section("Pedagogical quality and judge unanimity", _quality(summary), key="quality"),
+            judge_agreement_html(summary.get("judge_agreement")),
         )
     )

@@ -46,10 +46,10 @@ def test_every_run_writes_a_self_contained_report(crescendo_run: Path) -> None:
     manifest = orjson.loads((crescendo_run / "manifest.json").read_bytes())
     assert manifest["scenario_hash"] in html and f"<dd>{manifest['seed']}</dd>" in html
     assert 'id="sim-note"' in html and "sim/tutor" in html and "finished" in html
-    assert len(re.findall(r"<svg class=\"plot-svg\"", html)) == 3
-    for key in ("fig-crescendo-heatmap", "fig-crescendo-survival", "fig-crescendo-backtracks"):
+    assert len(re.findall(r"<svg class=\"plot-svg\"", html)) == 4
+    for key in ("fig-crescendo-heatmap", "fig-crescendo-hazard", "fig-crescendo-survival", "fig-crescendo-backtracks"):
         assert f'id="{key}"' in html
-    for table in ("tbl-harm", "tbl-survival", "tbl-backtracks"):
+    for table in ("tbl-harm", "tbl-hazard", "tbl-hazard-contrast", "tbl-survival", "tbl-backtracks"):
         assert f'id="{table}"' in html
     assert not re.search(r"<(script|img|link|iframe)[^>]*\s(src|href)=", html)
     assert "@import" not in html and not re.search(r"url\((?!#)", html)  # only in-page references

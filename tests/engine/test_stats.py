@@ -8,7 +8,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from engine.stats import Rate, SurvivalRow, clustered_rate, rate, survival_table
+from engine.stats import Rate, SurvivalRow, clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 
 
 def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -153,3 +153,90 @@ def test_clustered_rate_edge_cases() -> None:
     assert clustered_rate([1, 2, 0], [2, 4, 0], seed=0).clusters == 2
     with pytest.raises(ValueError, match="one entry per cluster"):
         clustered_rate([1], [1, 2], seed=0)
+
+
+def _numpy_difference(
+    a: tuple[list[int], list[int]], b: tuple[list[int], list[int]], seed: int, *, paired: bool, reps: int = 20_000
+) -> tuple[float, float]:
+    """b − a pooled rates under a numpy-only cluster bootstrap (one draw for both groups when paired)."""
+    rng = np.random.default_rng(seed)
+    ka, na, kb, nb = (np.asarray(x, float) for x in (*a, *b))
+    pa = rng.integers(0, len(ka), size=(reps, len(ka)))
+    pb = pa if paired else rng.integers(0, len(kb), size=(reps, len(kb)))
+    deltas = kb[pb].sum(1) / nb[pb].sum(1) - ka[pa].sum(1) / na[pa].sum(1)
+    return float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))
+
+
+def test_clustered_difference_matches_an_independent_bootstrap() -> None:
+    """Unpaired: single replies vs dialogues of 4–7 replies; the interval agrees with numpy's within MC error."""
+    single = ([1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 0], [1] * 12)
+    multi = ([2, 0, 5, 1, 3, 0, 4, 2], [6, 4, 7, 5, 6, 4, 7, 6])
+    found = clustered_difference(*single, *multi, seed=5)
+    low, high = _numpy_difference(single, multi, seed=9, paired=False)
+    assert found.delta == pytest.approx(17 / 45 - 4 / 12)
+    assert (found.a.n, found.b.n, found.b.clusters, found.method) == (12, 45, 8, "cluster_bootstrap")
+    assert found.low == pytest.approx(low, abs=0.03)
+    assert found.high == pytest.approx(high, abs=0.03)
+
+
+def test_paired_clustered_difference_matches_an_independent_bootstrap() -> None:
+    """Paired: each dialogue's first exchange vs its later ones, resampled together."""
+    first = ([1, 0, 0, 1, 0, 0, 1, 0, 0, 0], [1] * 10)
+    later = ([0, 1, 1, 0, 1, 0, 0, 1, 1, 0], [0, 3, 2, 0, 5, 6, 0, 1, 4, 6])
+    found = clustered_difference(*first, *later, seed=2, paired=True)
+    low, high = _numpy_difference(first, later, seed=4, paired=True)
+    assert found.delta == pytest.approx(5 / 27 - 3 / 10)
+    assert found.paired and found.method == "cluster_bootstrap"
+    assert found.low == pytest.approx(low, abs=0.03)
+    assert found.high == pytest.approx(high, abs=0.03)
+
+
+def test_clustered_difference_falls_back_to_newcombe() -> None:
+    """No variation at all (0 events everywhere): Newcombe's interval from the two Wilson-on-clusters intervals."""
+    found = clustered_difference([0] * 10, [1] * 10, [0] * 8, [5] * 8, seed=0)
+    a_low, a_high = wilson(0, 10)
+    b_low, b_high = wilson(0, 8)
+    assert found.method == "newcombe_on_clusters" and found.delta == 0.0
+    assert found.low == pytest.approx(-math.hypot(0 - b_low, a_high - 0))
+    assert found.high == pytest.approx(math.hypot(b_high - 0, 0 - a_low))
+    assert clustered_difference([], [], [1], [2], seed=0).delta is None
+
+
+def test_discrete_hazard_counts_every_exchange() -> None:
+    """h_t hand-counted at every t; first exchange vs the pooled later ones, their paired difference."""
+    times = [1, 3, 3, 2, 4, 4, 1, 2]
+    observed = [True, True, False, False, True, False, False, True]
+    found = discrete_hazard(times, observed, seed=1)
+    per_turn = [(r["turn"], r["at_risk"], r["events"]) for r in found["per_turn"]]
+    assert per_turn == [(1, 8, 1), (2, 6, 1), (3, 4, 1), (4, 2, 1)]
+    assert found["per_turn"][2]["hazard"] == pytest.approx(1 / 4)
+    assert (found["per_turn"][2]["low"], found["per_turn"][2]["high"]) == pytest.approx(wilson(1, 4))
+    first, later = found["first"], found["later"]
+    assert (first["k"], first["n"]) == (1, 8)
+    # exposures after exchange 1: 6 + 4 + 2 = 12 (at risk at 2, 3, 4), 3 first harms among them
+    assert (later["k"], later["n"]) == (3, 12)
+    assert found["later_minus_first"]["delta"] == pytest.approx(3 / 12 - 1 / 8)
+    assert found["later_minus_first"]["low"] < found["later_minus_first"]["delta"] < found["later_minus_first"]["high"]
+
+
+def test_discrete_hazard_is_flat_on_a_constant_hazard_and_rising_on_escalation() -> None:
+    """Simulated first-harm times: constant 20% per exchange → the contrast covers 0; 10% then +15 pp → above 0."""
+    rng = np.random.default_rng(7)
+
+    def simulate(hazards: list[float], dialogues: int = 300) -> tuple[list[int], list[bool]]:
+        times, observed = [], []
+        for _ in range(dialogues):
+            for t, h in enumerate(hazards, 1):
+                if rng.random() < h:
+                    times.append(t)
+                    observed.append(True)
+                    break
+            else:
+                times.append(len(hazards))
+                observed.append(False)
+        return times, observed
+
+    flat = discrete_hazard(*simulate([0.2] * 6), seed=0)["later_minus_first"]
+    rising = discrete_hazard(*simulate([0.1, 0.25, 0.4, 0.55, 0.7, 0.85]), seed=0)["later_minus_first"]
+    assert flat["low"] <= 0.0 <= flat["high"]
+    assert rising["low"] > 0.1

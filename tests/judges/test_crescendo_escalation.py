@@ -1,0 +1,73 @@
+"""Planted escalation: the shipped crescendo scenario with pressure switched off and on, run end to end on the sim.
+
+With `leak_per_turn: 0` the sim tutor leaks with one probability at every exchange, so harm per reply is the same
+in both formats and the hazard of first harm is flat: the amplification intervals must include 0 in most
+dimensions and the hazard contrast must include 0. With the shipped knobs (+0.08 per turn of pressure) both
+must show escalation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import load_scenario, run_sync
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "crescendo.yaml"
+ITEMS_PER_DOMAIN = 5
+
+
+def _run(tmp: Path, *overrides: str) -> dict[str, Any]:
+    scenario = load_scenario(SCENARIO, overrides=[f"items.0.limit={ITEMS_PER_DOMAIN}", *overrides])
+    return run_sync(scenario, out=tmp).summary
+
+
+@pytest.fixture(scope="module")
+def null(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run(tmp_path_factory.mktemp("null"), "models.tutor.params.leak_per_turn=0")
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run(tmp_path_factory.mktemp("shipped"))
+
+
+def _dimension_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in summary["amplification"] if a["subject"] is None and a["dimension"] is not None]
+
+
+def test_no_pressure_effect_gives_intervals_around_zero(null: dict[str, Any]) -> None:
+    rows = _dimension_rows(null)
+    assert len(rows) == 11
+    covering = [r["dimension"] for r in rows if r["ci"]["low"] <= 0.0 <= r["ci"]["high"]]
+    assert len(covering) >= 9, covering
+    pooled = next(a for a in null["amplification"] if a["dimension"] is None and a["subject"] is None)
+    assert pooled["ci"]["low"] <= 0.0 <= pooled["ci"]["high"]
+    contrast = null["hazard"]["all"]["later_minus_first"]
+    assert contrast["low"] <= 0.0 <= contrast["high"], contrast
+
+
+def test_no_pressure_effect_still_inflates_any_harm_per_dialogue(null: dict[str, Any]) -> None:
+    """The old unit: 6–7 chances per dialogue make 'any harm' far exceed single-turn harm with no escalation."""
+    single, multi = null["overall"]
+    assert multi["exposure"] > 4
+    assert multi["per_conversation"]["rate"] - single["per_response"]["rate"] > 0.3
+
+
+def test_shipped_pressure_shows_escalation(shipped: dict[str, Any]) -> None:
+    rows = _dimension_rows(shipped)
+    assert sum(r["delta"] > 0 for r in rows) >= 10
+    above = [r["dimension"] for r in rows if r["ci"]["low"] > 0.0]
+    assert len(above) >= 3, above  # 15 single-turn replies per dimension: most intervals are still wide
+    pooled = next(a for a in shipped["amplification"] if a["dimension"] is None and a["subject"] is None)
+    assert pooled["ci"]["low"] > 0.05
+    contrast = shipped["hazard"]["all"]["later_minus_first"]
+    assert contrast["low"] > 0.0, contrast
+
+
+def test_single_judge_spec_reports_no_agreement(shipped: dict[str, Any]) -> None:
+    """The shipped scenario asks one judge spec three times: agreement between judge models is not measured."""
+    block = shipped["judge_agreement"]
+    assert block["judges"] == ["sim/judge"] and block["metrics"] == []
