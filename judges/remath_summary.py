@@ -34,7 +34,7 @@ from scipy import stats
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
 from engine.format import format_rate
 from engine.paired import contrast_rows, format_effect, format_p
-from engine.stats import rate
+from engine.stats import clustered_rate
 
 from .remath_html import remath_html
 from .remath_metrics import AUTOMATED_METRICS, automated_metrics
@@ -127,15 +127,15 @@ class RemathSummarizer:
                 row[metric] = mean_interval(column)
             bias = [v for r in group for v in _judgment_values(r, "pairwise_position_bias") if isinstance(v, float)]
             row["position_bias"] = float(np.mean(bias)) if bias else None
-            leaks = [v for r in group for v in _judgment_values(r, "answer_leak") if isinstance(v, bool)]
-            row["answer_leak"] = rate(sum(leaks), len(leaks)).as_dict() if leaks else None
+            leaks = [(r.item_id, v) for r in group for v in _judgment_values(r, "answer_leak") if isinstance(v, bool)]
+            row["answer_leak"] = _rate_per_item(leaks, derive_seed(seed, "remath", given, "answer_leak"))
             adherent = [
-                v == r.metrics.get("strategy_gold")
+                (r.item_id, v == r.metrics.get("strategy_gold"))
                 for r in group
                 for v in _judgment_values(r, "used_strategy")
                 if isinstance(v, str)
             ]
-            row["strategy_adherence"] = rate(sum(adherent), len(adherent)).as_dict() if adherent else None
+            row["strategy_adherence"] = _rate_per_item(adherent, derive_seed(seed, "remath", given, "adherence"))
             baselines = [v for r in group for v in _judgment_values(r, "pairwise_against") if isinstance(v, str)]
             row["against"] = most_common(baselines) if baselines else None
             conditions.append(row)
@@ -425,3 +425,15 @@ def _contrast(c: Mapping[str, Any]) -> str:
 
 
 SUMMARIZERS.add("remediation", RemathSummarizer())
+
+
+def _rate_per_item(outcomes: Sequence[tuple[str, bool]], seed: int) -> dict[str, Any] | None:
+    """Replicates of one item share its mistake, so the interval resamples items, not replies."""
+    if not outcomes:
+        return None
+    by_item: dict[str, list[bool]] = defaultdict(list)
+    for item, outcome in outcomes:
+        by_item[item].append(outcome)
+    events = [sum(values) for values in by_item.values()]
+    trials = [len(values) for values in by_item.values()]
+    return clustered_rate(events, trials, seed=seed).as_dict()

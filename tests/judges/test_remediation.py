@@ -93,6 +93,21 @@ def test_planted_quality_orders_the_conditions(tmp_path: Path) -> None:
     assert both_none["r"] > 0 and both_none["ci_low"] > 0
 
 
+def test_answer_leak_rate_clusters_replicates_on_their_item(tmp_path: Path) -> None:
+    """Three replicates of one item share its mistake: the rate counts replies, the interval resamples items."""
+    summary = _run(tmp_path, 0.0, replicates=3)
+    records = [
+        EpisodeRecord.model_validate_json(line)
+        for line in (summary["run_dir"] / "episodes.jsonl").read_text().splitlines()
+    ]
+    for row in summary["remath"]["conditions"]:
+        group = [r for r in records if r.condition.get("given") == row["given"]]
+        leaks = [j.value for r in group for j in r.judgments if j.metric == "answer_leak"]
+        leak = row["answer_leak"]
+        assert (leak["k"], leak["n"]) == (sum(leaks), len(leaks))
+        assert leak["clusters"] == len({r.item_id for r in group}) == len(group) // 3
+
+
 def test_label_agreement_matches_engine_agreement(tmp_path: Path) -> None:
     data = remath_data(design={"name": "remath", "tasks": ["error"]}, judges=[])
     result = run_sync(build_scenario(data, base_dir=tmp_path), out=tmp_path / "runs")
