@@ -130,7 +130,7 @@ def test_model_and_set_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ([], ["seed"], "expected dotted.path=VALUE"),
         ([], ["items.5.path=x"], "is not an index"),
         ([], ["name.first=x"], "is not a mapping or a list"),
-        ([], ["seed=[unclosed"], "not valid YAML"),
+        ([], ["seed=[unclosed"], "invalid YAML"),
     ],
 )
 def test_bad_overrides(models: list[str], overrides: list[str], expected: str) -> None:
@@ -142,7 +142,7 @@ def test_bad_overrides(models: list[str], overrides: list[str], expected: str) -
 _keys = st.text(alphabet="abcdefghij_", min_size=1, max_size=6)
 
 
-@given(path=st.lists(_keys, min_size=1, max_size=4), value=st.integers() | st.booleans() | _keys)
+@given(path=st.lists(_keys, min_size=1, max_size=4), value=st.integers(-(2**63), 2**63 - 1) | st.booleans() | _keys)
 def test_set_reaches_any_new_dotted_path(path: list[str], value: int | bool | str) -> None:
     """`--set a.b.c=v` creates missing mappings and leaves the input untouched."""
     original: dict[str, Any] = {"zz": {"kept": 1}}
