@@ -111,11 +111,8 @@ def _load(
     concurrency: int | None = None,
     max_episodes: int | None = None,
 ) -> Scenario:
-    extra = [
-        f"{key}={value}"
-        for key, value in (("limit", limit), ("seed", seed), ("concurrency", concurrency), ("max_episodes", max_episodes))
-        if value is not None
-    ]
+    flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
+    extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
     return load_scenario(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
 
 

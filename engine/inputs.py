@@ -48,27 +48,28 @@ class _BoundedLoader(yaml.SafeLoader):
         self._expanded = 0
         self._sizes: dict[int, int] = {}  # expanded size of each finished anchored node
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: Any = event.start_mark
         if isinstance(event, AliasEvent):
             target = self.anchors.get(event.anchor or "")
             if target is not None:
                 size = self._sizes.get(id(target))
                 if size is None:
-                    raise ComposerError(None, None, f"alias *{event.anchor} refers to a node that contains it", event.start_mark)
+                    problem = f"alias *{event.anchor} refers to a node that contains it"
+                    raise ComposerError(None, None, problem, mark)
                 self._expanded += size
                 if self._expanded - self._composed > max(MAX_YAML_ALIAS_NODES, self._composed):
-                    raise ComposerError(
-                        None, None, f"aliases expand the document beyond {MAX_YAML_ALIAS_NODES:,} extra nodes", event.start_mark
-                    )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                    problem = f"aliases expand the document beyond {MAX_YAML_ALIAS_NODES:,} extra nodes"
+                    raise ComposerError(None, None, problem, mark)
+            return super().compose_node(parent, index)
         self._depth += 1
         if self._depth > MAX_YAML_DEPTH:
-            raise ComposerError(None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", event.start_mark)
+            raise ComposerError(None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", mark)
         before = self._expanded
         self._composed += 1
         self._expanded += 1
-        node: yaml.Node = super().compose_node(parent, index)
+        node = super().compose_node(parent, index)
         self._depth -= 1
         if getattr(event, "anchor", None) is not None:
             self._sizes[id(node)] = self._expanded - before

@@ -126,8 +126,8 @@ _WORK_PER_EPISODE = 20
 
 def _too_big(size: int, cap: int) -> str:
     return (
-        f"the plan has up to {size:,} episodes, over the limit of {cap:,}: lower `replicates` or the factors, use --limit, "
-        f"or raise the limit on purpose with --max-episodes N (`max_episodes` in the scenario)"
+        f"the plan has up to {size:,} episodes, over the limit of {cap:,}: lower `replicates` or the factors, "
+        f"use --limit, or raise the limit on purpose with --max-episodes N (`max_episodes` in the scenario)"
     )
 
 
