@@ -105,12 +105,10 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
         raise ScenarioError(_too_big(pairs * scenario.replicates, scenario.max_episodes))
     crossed = [dict(zip(names, levels, strict=True)) for levels in itertools.product(*(v for _, v in factors))]
     conditions = [{**d, **c} for d in designed for c in crossed]
-    cap = scenario.max_episodes if scenario.limit is None else min(scenario.limit, scenario.max_episodes)
-    episodes = list(itertools.islice(_episodes(scenario, design, items, conditions), cap + 1))
-    if len(episodes) > cap:
-        if scenario.limit is None or scenario.limit > scenario.max_episodes:
-            raise ScenarioError(_too_big(pairs * scenario.replicates, scenario.max_episodes))
-        episodes = episodes[:cap]
+    planned = _plan_size(items, conditions) * scenario.replicates
+    if planned > scenario.max_episodes and (scenario.limit is None or scenario.limit > scenario.max_episodes):
+        raise ScenarioError(_too_big(planned, scenario.max_episodes))
+    episodes = list(itertools.islice(_episodes(scenario, design, items, conditions), scenario.limit))
     if not episodes:
         raise ScenarioError(
             "the plan has no episodes: no item is compatible with any condition (check the items' fixed "
@@ -120,13 +118,25 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
     return episodes
 
 
+def _plan_size(items: list[Item], conditions: list[dict[str, str]]) -> int:
+    """Episodes per replicate, counted once per distinct set of pinned factors rather than per item."""
+    pinned: dict[frozenset[tuple[str, str]], int] = {}
+    for item in items:
+        key = frozenset(item.fixed.items())
+        pinned[key] = pinned.get(key, 0) + 1
+    return sum(
+        count * sum(all(c.get(f, level) == level for f, level in key) for c in conditions)
+        for key, count in pinned.items()
+    )
+
+
 _WORK_PER_EPISODE = 20
 """Item × condition pairs examined per allowed episode before a plan is refused as too big to enumerate."""
 
 
 def _too_big(size: int, cap: int) -> str:
     return (
-        f"the plan has up to {size:,} episodes, over the limit of {cap:,}: lower `replicates` or the factors, "
+        f"the plan has {size:,} episodes, over the limit of {cap:,}: lower `replicates` or the factors, "
         f"use --limit, or raise the limit on purpose with --max-episodes N (`max_episodes` in the scenario)"
     )
 
