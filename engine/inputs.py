@@ -25,6 +25,7 @@ __all__ = (
     "MAX_YAML_ALIAS_NODES",
     "MAX_YAML_DEPTH",
     "check_input_path",
+    "load_yaml_file",
     "parse_yaml",
     "read_input",
 )
@@ -149,3 +150,9 @@ def read_input(path: Path, what: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ScenarioError(f"{path}: the {what} is not UTF-8 text") from None
+
+
+def load_yaml_file(path: str | Path, what: str) -> Any:
+    """The data of a user's YAML file (`what` names it in messages), read and parsed within every limit here."""
+    path = Path(path)
+    return parse_yaml(read_input(path, what), str(path))[0]

@@ -266,6 +266,7 @@ def test_max_episodes_lets_a_big_plan_through_on_purpose(workdir: Path, capsys: 
     assert "5 episodes" in capsys.readouterr().out
 
 
+_depth = st.integers(0, 6)
 _HOSTILE: list[tuple[str, Any]] = [
     ("extra", lambda d: "unused:\n" + "".join(f"  {line}\n" for line in _BOMB.splitlines()[: d.draw(_depth) + 2])),
     ("extra", lambda d: f"unused: &x {d.draw(st.sampled_from(['[*x]', '{k: *x}', '[1, [2, *x]]']))}\n"),
@@ -287,7 +288,6 @@ _HOSTILE: list[tuple[str, Any]] = [
         ),
     ),
 ]
-_depth = st.integers(0, 6)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
