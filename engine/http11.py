@@ -198,6 +198,13 @@ class Connection:
         self._buffer += chunk
         return True
 
+    async def send(self, data: bytes) -> None:
+        """Sends bytes; a peer that reads nothing for `idle_timeout_s` counts as gone (BrokenResourceError)."""
+        with anyio.move_on_after(self.idle_timeout_s) as scope:
+            await self.stream.send(data)
+        if scope.cancelled_caught:
+            raise anyio.BrokenResourceError("the client stopped reading")
+
     async def read_request(self) -> Request | None:
         """Reads one request; returns None when the peer closed the connection (or idled) between requests.
 
@@ -288,6 +295,11 @@ class LoopbackListener(abc.ABC):
     @property
     def serving(self) -> bool:
         return self._tg is not None
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now (those refused over the cap are not counted)."""
+        return len(self._streams)
 
     @abc.abstractmethod
     async def converse(self, conn: Connection) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ScenarioError
-from .inputs import parse_yaml, read_input
+from .inputs import load_yaml_file
 from .registry import Registry
 
 __all__ = ("ITEM_SOURCES", "Item", "ItemBank", "ItemSource", "load_item_bank")
@@ -59,7 +59,7 @@ class ItemBank:
 
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = self.Options.model_validate(options)
-        data, _ = parse_yaml(read_input(path, "item bank"), f"{path} (item bank)")
+        data = load_yaml_file(path, "item bank")
         try:
             bank = _Bank.model_validate(data)
         except ValidationError as exc:

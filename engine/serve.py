@@ -491,7 +491,7 @@ class LoopbackServer(LoopbackListener):
             "x-request-id": self._request_id(),
             **(headers or {}),
         }
-        await conn.stream.send(encode_head(status, all_headers, keep_alive) + body)
+        await conn.send(encode_head(status, all_headers, keep_alive) + body)
         if counted:
             self._count_status(status)
 
@@ -724,17 +724,17 @@ class LoopbackServer(LoopbackListener):
             stats.dropped += 1
             cut = int(draws.cut * len(head))
             if cut:
-                await conn.stream.send(head[:cut])
+                await conn.send(head[:cut])
             return "abort"
         if draws.drip and self.options.slow_drip_s > 0:
-            await conn.stream.send(head)
+            await conn.send(head)
             self._count_status(200)
             size = -(-len(body) // _DRIP_PIECES)
             for start in range(0, len(body), size):
                 await anyio.sleep(self.options.slow_drip_s)
-                await conn.stream.send(body[start : start + size])
+                await conn.send(body[start : start + size])
         else:
-            await conn.stream.send(head + body)
+            await conn.send(head + body)
             self._count_status(200)
         self._delivered(reply, malformed=draws.fault == "malformed")
         return "keep"
@@ -792,7 +792,7 @@ class LoopbackServer(LoopbackListener):
             "content-length": str(length),
             "x-request-id": self._request_id(),
         }
-        await conn.stream.send(encode_head(200, headers, keep))
+        await conn.send(encode_head(200, headers, keep))
         self._count_status(200)
         stats.streamed += 1
         deliver = len(sends)
@@ -802,7 +802,7 @@ class LoopbackServer(LoopbackListener):
         for delay, data in sends[:deliver]:
             if delay > 0:
                 await anyio.sleep(delay)
-            await conn.stream.send(data)
+            await conn.send(data)
         if draws.fault == "drop":
             return "abort"
         self._delivered(reply, malformed=draws.fault == "malformed")

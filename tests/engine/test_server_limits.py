@@ -126,3 +126,19 @@ def test_view_answers_only_its_loopback_host(run_dir: Path) -> None:
             answer, body = _get(port, host)
             assert answer == status, host
             assert (b"<html" in body.lower()) is (status == 200)
+
+
+async def test_a_client_that_stops_reading_is_dropped() -> None:
+    """Pipelined requests whose answers are never read fill the socket; the server gives up after the idle timeout."""
+    async with LoopbackServer(idle_timeout_s=0.3) as server:
+        with anyio.fail_after(10):
+            stream = await anyio.connect_tcp("127.0.0.1", server.port)
+            with anyio.move_on_after(2):
+                await stream.send(GET_MODELS * 50_000)  # blocks too, once the server stops reading
+            for _ in range(100):  # the server drops it although this socket is still open
+                if not server.open_connections:
+                    break
+                await anyio.sleep(0.05)
+            assert server.open_connections == 0
+            await stream.aclose()
+        assert server.errors == []
