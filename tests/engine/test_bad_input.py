@@ -307,3 +307,12 @@ def test_hostile_scenarios_exit_2_quickly(
         else:
             args += ["--set" if where == "set" else "--model", value]
     _refused(["run", "--dry-run", str(_scenario_file(workdir, extra)), *args], capsys)
+
+
+def test_bounded_loops_keep_jinja_loop_semantics() -> None:
+    """Wrapping every loop's iterable for the step budget keeps `loop.length`, `else` and recursive loops."""
+    assert render("{% for x in xs %}{{ loop.index }}/{{ loop.length }} {% endfor %}", {"xs": "ab"}) == "1/2 2/2"
+    assert render("{% for x in xs %}{{ x }}{% else %}none{% endfor %}", {"xs": []}) == "none"
+    tree = [{"name": "a", "kids": [{"name": "b", "kids": []}]}]
+    template = "{% for n in tree recursive %}{{ n.name }}{% if n.kids %}[{{ loop(n.kids) }}]{% endif %}{% endfor %}"
+    assert render(template, {"tree": tree}) == "a[b]"
