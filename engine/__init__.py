@@ -21,6 +21,7 @@ from .errors import (
     SimError,
     UnknownPluginError,
 )
+from .inputs import load_yaml_file, parse_yaml
 from .items import ITEM_SOURCES, Item
 from .loading import apply_overrides, build_scenario, check_scenario, load_scenario
 from .plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
@@ -107,9 +108,11 @@ __all__ = (
     "load_items",
     "load_plugins",
     "load_scenario",
+    "load_yaml_file",
     "make_design",
     "open_run",
     "options_model",
+    "parse_yaml",
     "plan_episodes",
     "preflight",
     "run",

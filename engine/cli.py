@@ -91,7 +91,12 @@ _model_opt = click.option(
     "models",
     multiple=True,
     metavar="ROLE=SPEC",
-    help="Model for a role, e.g. --model tutor=openai/gpt-4o-mini.",
+    help="Model for a role: provider/model, or a YAML mapping such as '{model: openai/x, base_url: http://...}'.",
+)
+_max_episodes_opt = click.option(
+    "--max-episodes",
+    type=click.IntRange(min=1),
+    help="Accept a plan this big (default 200,000 episodes; a bigger plan is refused as a likely typo).",
 )
 
 
@@ -104,12 +109,10 @@ def _load(
     limit: int | None = None,
     seed: int | None = None,
     concurrency: int | None = None,
+    max_episodes: int | None = None,
 ) -> Scenario:
-    extra = [
-        f"{key}={value}"
-        for key, value in (("limit", limit), ("seed", seed), ("concurrency", concurrency))
-        if value is not None
-    ]
+    flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
+    extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
     return load_scenario(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
 
 
@@ -125,6 +128,7 @@ def _load(
 @_model_opt
 @_set_opt
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N planned episodes.")
+@_max_episodes_opt
 @click.option("--seed", type=int, help="Run seed (default: the scenario's).")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
 @click.option(
@@ -145,6 +149,7 @@ def run(
     models: tuple[str, ...],
     overrides: tuple[str, ...],
     limit: int | None,
+    max_episodes: int | None,
     seed: int | None,
     concurrency: int | None,
     resume: Path | None,
@@ -155,7 +160,16 @@ def run(
     max_tokens: int | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
-    spec = _load(scenario, overrides, models, credentials=not dry_run, limit=limit, seed=seed, concurrency=concurrency)
+    spec = _load(
+        scenario,
+        overrides,
+        models,
+        credentials=not dry_run,
+        limit=limit,
+        seed=seed,
+        concurrency=concurrency,
+        max_episodes=max_episodes,
+    )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
         _print_plan(spec, estimate=True, budget=budget)
@@ -269,9 +283,10 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
 @_scenario_arg
 @_model_opt
 @_set_opt
-def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]) -> int:
+@_max_episodes_opt
+def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
-    spec = _load(scenario, overrides, models, credentials=False)
+    spec = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes)
     _print_plan(spec, estimate=False)
     Console().print("[green]valid[/]")
     return 0

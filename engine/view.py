@@ -1,7 +1,9 @@
 """`simrun view RUN_DIR`: serve a run's report.html on 127.0.0.1, plus any episode's full transcript on demand.
 
 report.html embeds a bounded number of transcripts; the others link to `episodes/<line>.html`, which this
-server renders from episodes.jsonl when asked. Nothing else in the run directory is served.
+server renders from episodes.jsonl when asked. Nothing else in the run directory is served, and only to
+requests addressed to 127.0.0.1 or localhost at its port: a page elsewhere that rebinds its own host name to
+127.0.0.1 (DNS rebinding) gets a 421, never the report.
 """
 
 from __future__ import annotations
@@ -74,6 +76,14 @@ class _Handler(BaseHTTPRequestHandler):
     server: ReportServer
 
     def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        if self.headers.get("Host", "").lower() not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            self._send(
+                b"this server answers only http://127.0.0.1:PORT/\n",
+                status=HTTPStatus.MISDIRECTED_REQUEST,
+                content_type="text/plain; charset=utf-8",
+            )
+            return
         path = self.path.split("?", 1)[0].split("#", 1)[0]
         if path in ("/", "/report.html"):
             self._send((self.server.run.path / REPORT_HTML).read_bytes())

@@ -55,7 +55,6 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -67,7 +66,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine import DESIGNS, Episode, ScenarioError, derive_seed
+from engine import DESIGNS, Episode, ScenarioError, derive_seed, load_yaml_file
 from engine.templates import check_template, render
 
 __all__ = (
@@ -199,16 +198,7 @@ class Demographics(_Model):
 def load_demographics(path: str | Path) -> Demographics:
     """Read and validate a demographics YAML file (the built-in one's layout); errors are `ScenarioError`s."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such demographics file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read demographics file ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    data = load_yaml_file(path, "demographics file")
     try:
         return Demographics.model_validate(data)
     except ValidationError as exc:
