@@ -222,7 +222,6 @@ class RunDir:
         than the manifest's, or episodes.jsonl cannot be read.
         """
         manifest = manifest if manifest is not None else self.read_manifest()
-        ids = list(plan) if plan is not None else self.read_plan(manifest)
         wanted = manifest.get("scenario_hash")
         latest: dict[str, tuple[int, EpisodeRecord]] = {}
         total = 0
@@ -234,6 +233,7 @@ class RunDir:
                 )
             latest[record.id] = (line, record)
             total += 1
+        ids = list(plan) if plan is not None else self.read_plan(manifest)
         order = ids if ids is not None else list(latest)
         planned = set(order)
         kept = [latest[i] for i in order if i in latest]
