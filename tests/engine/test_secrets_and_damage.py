@@ -110,7 +110,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     assert "[redacted]" in records, "the planted key did reach the records, redacted"
     with ResponseCache(cache) as opened:
         assert opened.stats()["entries"] > 0, "replies that echoed the key were cached"
-    assert _scan([*runs, cache.parent], [KEY, PASSWORD, QUERY_SECRET]) == []
+    assert _scan([*runs, *tmp_path.glob("cache.sqlite3*")], [KEY, PASSWORD, QUERY_SECRET]) == []
     assert not [s for s in (KEY, PASSWORD, QUERY_SECRET) if s in printed.out + printed.err]
     manifest = orjson.loads((runs[0] / "manifest.json").read_bytes())
     assert manifest["scenario"]["models"]["tutor"]["base_url"] == f"http://user:[redacted]@127.0.0.1:{port}/v1"
