@@ -198,10 +198,11 @@ def run(
             for name, values in (("model", models), ("set", overrides))
             for value in values
         ]
-        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"))
-        console.print(Text(f"resume with: {resume_hint(shlex.quote(str(scenario)), result, options)}"))
+        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
+        console.print(Text(f"resume with: {resume_hint(shlex.quote(str(scenario)), result, options)}"), soft_wrap=True)
     elif result.errors:
-        console.print(Text(f"retry the errors with: {resume_hint(shlex.quote(str(scenario)), result)}"))
+        hint = resume_hint(shlex.quote(str(scenario)), result)
+        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
     return result.exit_code
 
 
