@@ -115,6 +115,9 @@ def test_unreachable_endpoint_records_errors_and_exits_3(
     err = capsys.readouterr().err
     assert secret not in err
     assert "errors by kind" in err and "http://127.0.0.1:9/v1" in err, "the grouped summary names the endpoint"
+    flat = " ".join(err.split())
+    assert "errors connection 2" in flat and "retries 2" in flat, "the progress line counts errors by kind"
+    assert f"--resume {run_dir} --retry-errors" in flat
 
 
 def test_unreachable_endpoint_fails_the_probe_in_seconds(
