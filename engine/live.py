@@ -32,8 +32,7 @@ def status_line(runner: Runner) -> str:
     errors = "errors " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) if kinds else "0")
     spend = runner.spend()
     roles = " · ".join(
-        f"{role} {model.partition('/')[2] or model} {_tokens(p + c)} tok"
-        + (f" {format_usd(usd)}" if usd is not None and usd > 0 else "")
+        f"{role} {model} {_tokens(p + c)} tok" + (f" {format_usd(usd)}" if usd is not None and usd > 0 else "")
         for role, model, p, c, usd in spend.rows
     )
     parts = [errors, f"retries {stats.retries}", roles or "tokens 0", f"total {format_usd(spend.total)}"]

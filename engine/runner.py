@@ -271,7 +271,7 @@ class Runner:
     def _stop(self, reason: str, *, cancel_in_flight: bool = False) -> None:
         """End the run `interrupted`: no more admissions; with `cancel_in_flight`, no more calls either."""
         if self.reason is None:
-            self.reason = reason
+            self.reason = self.redactor.text(reason)  # it quotes an endpoint's error, which may echo a key
             self._events.warning("run.stopping", reason=reason, cancel_in_flight=cancel_in_flight)
         self._interrupted = True
         if self._admission is not None:

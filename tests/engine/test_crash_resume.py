@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 import engine
-
 from tests.helpers import scenario_data, write_bank
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ so a vector fetched over HTTP must equal the one `sim/embed` computes in process
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-import time
 from pathlib import Path
 from typing import Any
 

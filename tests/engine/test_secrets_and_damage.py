@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-import anyio
 import orjson
 import pytest
 import yaml
+from anyio.from_thread import start_blocking_portal
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,28 +42,6 @@ def _scan(paths: list[Path], secrets: list[str]) -> list[str]:
     return found
 
 
-@contextmanager
-def _fake_in_a_thread(script: Callable[[dict[str, Any]], Reply]) -> Iterator[FakeOpenAI]:
-    """The fake on its own event loop, so that the command line can run its own in this thread."""
-    ready, stop, held = threading.Event(), threading.Event(), []
-
-    async def serve() -> None:
-        async with FakeOpenAI(script) as fake:
-            held.append(fake)
-            ready.set()
-            while not stop.is_set():
-                await anyio.sleep(0.02)
-
-    thread = threading.Thread(target=anyio.run, args=(serve,), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield held[0]
-    finally:
-        stop.set()
-        thread.join(10)
-
-
 def test_a_key_planted_through_every_path_is_found_nowhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -81,7 +56,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
             return Reply(status=400, error_code=f"bad request {KEY} {PASSWORD}")
         return Reply(content=orjson.dumps({"message": echo, "rationale": echo}).decode())  # the attacker wants JSON
 
-    with _fake_in_a_thread(script) as fake:
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(FakeOpenAI(script)) as fake:
         port = fake.port
         data = scenario_data(limit=3, concurrency=1)
         base = f"http://user:{PASSWORD}@127.0.0.1:{port}/v1"
@@ -103,7 +78,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
         # must be redacted)
         again = main([str(path), "--out", str(tmp_path / "runs"), "--cache-path", str(cache)])
     printed = capsys.readouterr()
-    assert code in (3, 130) and again == 2
+    assert code == 130 and again == 2, "the judge's 400s opened its breaker; its reason quotes the planted key"
     assert "judge model openai/judge-b at http://127.0.0.1" in " ".join(printed.err.split())
     runs = list((tmp_path / "runs").iterdir())
     records = (runs[0] / "episodes.jsonl").read_text(encoding="utf-8")
@@ -114,6 +89,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     assert not [s for s in (KEY, PASSWORD, QUERY_SECRET) if s in printed.out + printed.err]
     manifest = orjson.loads((runs[0] / "manifest.json").read_bytes())
     assert manifest["scenario"]["models"]["tutor"]["base_url"] == f"http://user:[redacted]@127.0.0.1:{port}/v1"
+    assert "bad request [redacted] [redacted]" in manifest["reason"]
 
 
 @given(secret=st.text(min_size=6, max_size=20).filter(lambda s: s.strip() == s and "[redacted]" not in s))
