@@ -58,7 +58,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
 
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(FakeOpenAI(script)) as fake:
         port = fake.port
-        data = scenario_data(limit=3, concurrency=1)
+        data = scenario_data(limit=6, concurrency=1)
         base = f"http://user:{PASSWORD}@127.0.0.1:{port}/v1"
         data["models"] = {
             "tutor": {"model": "openai/tutor", "base_url": base, "api_key_env": "SIMRUN_PLANT_KEY"},
