@@ -192,16 +192,15 @@ def run(
         )
     print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
+    same = [
+        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
+    ]
+    same += [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
+    hint = resume_hint(shlex.quote(str(scenario)), result, same)
     if result.exit_code == 130:
-        options = [
-            f"--{name} {shlex.quote(value)}"
-            for name, values in (("model", models), ("set", overrides))
-            for value in values
-        ]
         console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
-        console.print(Text(f"resume with: {resume_hint(shlex.quote(str(scenario)), result, options)}"), soft_wrap=True)
+        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
     elif result.errors:
-        hint = resume_hint(shlex.quote(str(scenario)), result)
         console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
     return result.exit_code
 

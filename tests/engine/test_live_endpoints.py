@@ -79,9 +79,12 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 # -- probe --------------------------------------------------------------------------------------------------------
 
 
-async def test_the_probe_passes_a_listed_model_and_one_the_server_serves_unlisted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["sdk", "lean"])
+async def test_the_probe_passes_a_listed_model_and_one_the_server_serves_unlisted(
+    tmp_path: Path, transport: str
+) -> None:
     async with LoopbackServer() as server:
-        models = _models(server.base_url)
+        models = _models(server.base_url, transport=transport)
         models["tutor"]["model"] = "openai/some-alias-the-server-does-not-list"
         result = await engine.run(_scenario(tmp_path, server.base_url, models=models, limit=1), out=tmp_path / "runs")
     assert result.exit_code == 0
@@ -271,3 +274,31 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
         finally:
             holder.kill()
     assert engine.run_sync(make_scenario(tmp_path), resume=run_dir).exit_code == 0, "the lock dies with its holder"
+
+
+def test_cache_hits_are_counted_live_and_in_the_summary(tmp_path: Path) -> None:
+    from engine.live import status_line
+
+    scenario = make_scenario(tmp_path, limit=2)
+    engine.run_sync(scenario, out=tmp_path / "runs", cache=tmp_path / "cache.db")
+    runner = engine.Runner(scenario, out=tmp_path / "runs", cache=tmp_path / "cache.db")
+    result = anyio.run(runner.run)
+    assert runner.stats.cache_hits > 0 and runner.stats.requests == 0
+    assert f"cache hits {runner.stats.cache_hits:,}" in status_line(runner)
+    assert result.summary["run"]["cache_hits"] == runner.stats.cache_hits
+
+
+def test_view_serves_only_the_current_record_of_an_episode(tmp_path: Path) -> None:
+    from engine.view import ReportServer
+
+    run_dir = _run_offline(tmp_path, limit=2)
+    first = next(RunDir(run_dir).iter_records())
+    _append(run_dir, first.model_copy(update={"metrics": {"planted": 1}}))
+    engine.write_report(run_dir)
+    server = ReportServer(run_dir, 0)
+    try:
+        assert server.episode_page(1) is None, "superseded by line 3"
+        page = server.episode_page(3)
+        assert page is not None and "planted" in page
+    finally:
+        server.server_close()
