@@ -379,18 +379,21 @@ class Runner:
     ) -> None:
         try:
             record = await self._play(episode, clients, judge_clients, judges)
-            await self.run_dir.append(record)
+            if record.error is not None and self._error_limit_reached() is not None:
+                return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
+            # Counted before the append's await, so episodes ending together see each other's errors.
             if record.error is None:
                 self.ok += 1
             else:
                 self.errors += 1
                 self.errors_by_kind[record.error.type] += 1
                 self.first_errors.setdefault(record.error.type, record.error.message)
-                reason = self._error_limit_reached()
-                if reason is not None:
-                    self._stop(reason)
+            await self.run_dir.append(record)
             if self.on_episode is not None:
                 await self.on_episode(record)
+            reason = self._error_limit_reached() if record.error is not None else None
+            if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
+                self._stop(reason, cancel_in_flight=True)
         finally:
             limiter.release_on_behalf_of(episode.id)
 

@@ -302,3 +302,14 @@ def test_view_serves_only_the_current_record_of_an_episode(tmp_path: Path) -> No
         assert page is not None and "planted" in page
     finally:
         server.server_close()
+
+
+async def test_max_errors_is_a_bound_with_episodes_in_flight(tmp_path: Path) -> None:
+    """Many episodes at once, all failing: never more error records than the bound."""
+    judge = [{"model": "sim/judge", "params": {"invalid_rate": 1.0}}]
+    scenario = make_scenario(
+        tmp_path, concurrency=8, models={"tutor": "sim/tutor", "student": "sim/student", "judge": judge}
+    )
+    result = await engine.run(scenario, out=tmp_path / "runs", max_errors=parse_max_errors("25%"))
+    records = list(RunDir(result.run_dir).iter_records())
+    assert result.exit_code == 130 and len(records) == result.errors == 3  # 25% of 12
