@@ -47,9 +47,14 @@ class LiveDetail(ProgressColumn):
     def __init__(self, runner: Runner) -> None:
         super().__init__()
         self._runner = runner
+        self._last = ""
 
     def render(self, task: Task) -> Text:
-        return Text(status_line(self._runner), style="dim")
+        try:  # rich refreshes from its own thread while the run's counters change
+            self._last = status_line(self._runner)
+        except RuntimeError:
+            pass
+        return Text(self._last, style="dim")
 
 
 def resume_hint(scenario: str, result: RunResult, options: Sequence[str] = ()) -> str:

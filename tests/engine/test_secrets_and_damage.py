@@ -11,7 +11,7 @@ import orjson
 import pytest
 import yaml
 from anyio.from_thread import start_blocking_portal
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
@@ -19,6 +19,7 @@ from engine.cache import ResponseCache
 from engine.cli import main
 from engine.errors import ScenarioError
 from engine.logging import Redactor, WarningGate, redact_url
+from engine.rundir import RunDir
 from engine.view import ReportServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import make_scenario, scenario_data, write_bank
@@ -187,3 +188,28 @@ def test_damaged_run_directories_exit_2_with_a_message(
         assert "error:" in err and "Traceback" not in err, (how, command, err)
     with pytest.raises(ScenarioError):
         ReportServer(run_dir, 0)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.lists(st.binary(max_size=40) | _json.map(orjson.dumps), max_size=3), at=st.integers(0, 4))
+def test_any_line_in_episodes_jsonl_is_read_or_refused_with_a_message(
+    good_run: Path, tmp_path_factory: pytest.TempPathFactory, extra: list[bytes], at: int
+) -> None:
+    run_dir = tmp_path_factory.mktemp("fuzz") / "run"
+    shutil.copytree(good_run, run_dir)
+    lines = (run_dir / "episodes.jsonl").read_bytes().splitlines(keepends=True)
+    planted = [line.replace(b"\n", b" ") + b"\n" for line in extra]
+    (run_dir / "episodes.jsonl").write_bytes(b"".join(lines[:at] + planted + lines[at:]))
+    try:
+        current = RunDir(run_dir).current_records()
+    except ScenarioError as exc:
+        assert "episodes.jsonl:" in str(exc)
+    else:
+        assert len(current.records) == len(lines), "only valid records of planned ids count"
