@@ -6,6 +6,7 @@ and cache hits move while a slow episode is still going.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -50,10 +51,8 @@ class LiveDetail(ProgressColumn):
         self._last = ""
 
     def render(self, task: Task) -> Text:
-        try:  # rich refreshes from its own thread while the run's counters change
+        with contextlib.suppress(RuntimeError):  # rich refreshes from its own thread while counters change
             self._last = status_line(self._runner)
-        except RuntimeError:
-            pass
         return Text(self._last, style="dim")
 
 

@@ -16,11 +16,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
 import anyio
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ScenarioError
 from .records import EpisodeRecord
@@ -49,6 +49,10 @@ class _Counts(BaseModel):
     error: int | None = None
 
 
+_Tokens = Annotated[list[int], Field(min_length=2, max_length=2)]
+"""[prompt, completion]"""
+
+
 class _Calls(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     requests: int = 0
@@ -58,8 +62,9 @@ class _Calls(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries_by_kind: dict[str, int] = {}
-    tokens_by_model: dict[str, list[int]] = {}
-    tokens_by_role: dict[str, dict[str, list[int]]] = {}
+    failures_by_kind: dict[str, int] = {}
+    tokens_by_model: dict[str, _Tokens] = {}
+    tokens_by_role: dict[str, dict[str, _Tokens]] = {}
 
 
 class _Manifest(BaseModel):

@@ -102,7 +102,7 @@ class Runner:
         cache: the response cache: None follows the scenario's `cache` key, False is off, True the default file,
             a path that file (see `resolve_cache_path`).
         probe: call each distinct endpoint once before the first episode (see `engine.probe`).
-        max_errors: stop admitting episodes once this many episodes have error records.
+        max_errors: end the run (interrupted) once this many episodes have error records; never more are written.
         breaker: the circuit-breaker policy applied to every endpoint (see `engine.breaker`).
     """
 

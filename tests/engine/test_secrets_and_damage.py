@@ -146,6 +146,8 @@ def _damage(run_dir: Path, how: str) -> None:
             handle.write(b'{"id": 3, "status": "maybe"}\n')
     elif how == "wrong-typed counts":
         manifest["counts"] = {"planned": "many", "ok": [1]}
+    elif how == "token counts of the wrong shape":
+        manifest["calls"]["tokens_by_model"] = {"sim/tutor": [1, 2, 3]}
     elif how == "manifest is a list":
         manifest_path.write_bytes(b"[1, 2]")
         return
@@ -161,6 +163,7 @@ DAMAGE = [
     "garbage line",
     "record of the wrong shape",
     "wrong-typed counts",
+    "token counts of the wrong shape",
     "manifest is a list",
     "load manifest",
     "plan of another run",
