@@ -262,7 +262,10 @@ class RunDir:
         """
         if self._held is not None or fcntl is None:
             return
-        handle = (self.path / LOCK).open("a+b")
+        try:
+            handle = (self.path / LOCK).open("a+b")
+        except OSError as exc:
+            raise ScenarioError(f"cannot write to the run directory {self.path}: {exc.strerror or exc}") from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
