@@ -298,9 +298,10 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
+    kind = run.read_manifest().get("kind")  # a run directory, before anything is written into it
     run.acquire("report")  # it rewrites files a running run writes too
     try:
-        if run.read_manifest().get("kind") == "load":
+        if kind == "load":
             from .loadtest import rebuild_summary
             from .loadtest.report import render_console
 
