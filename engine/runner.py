@@ -306,7 +306,6 @@ class Runner:
             sharing.setdefault(_endpoint(spec), []).append(spec)
 
         breakers: dict[tuple[str, str | None, str | None, str], Breaker] = {}
-        self._endpoints: list[tuple[str, ChatModel]] = []
 
         def client(role: str, spec: ModelSpec) -> ModelClient:
             key = _endpoint(spec)
@@ -314,7 +313,6 @@ class Runner:
                 model = PROVIDERS.get(spec.provider)()(spec)
                 stack.push_async_callback(model.aclose)
                 models[key] = model
-                self._endpoints.append((role, model))
                 breakers[key] = Breaker(f"{role} {spec.model}", self._breaker_opened, self._breaker_policy)
                 # Roles on one endpoint share one budget: the strictest of their limits holds for all.
                 same = sharing[key]
@@ -336,6 +334,11 @@ class Runner:
             )
 
         built = [(role, client(role, spec)) for role, spec in roles]
+        # What the probe calls: each endpoint once, by the first role that uses it (a custom tutor uses none).
+        used = [(role, spec) for role, spec in roles if not (role == "tutor" and self._custom_tutor)]
+        self._endpoints = list(
+            {_endpoint(spec): (role, models[_endpoint(spec)]) for role, spec in reversed(used)}.values()
+        )
         return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
 
     async def _run_episodes(
