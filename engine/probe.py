@@ -9,7 +9,7 @@ Providers without a `list_models` method (the `sim` simulator) are not probed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -20,6 +20,7 @@ from .providers.base import ChatModel, ChatRequest, RequestContext
 __all__ = ("PROBE_TIMEOUT_S", "ProbeFailed", "probe_endpoints")
 
 PROBE_TIMEOUT_S = 10.0
+_CONTEXT_ROLES: dict[str, Literal["tutor", "student", "judge"]] = {"tutor": "tutor", "student": "student"}
 
 
 class ProbeFailed(ScenarioError):
@@ -72,7 +73,7 @@ async def _probe(role: str, model: ChatModel, timeout_s: float) -> str | None:
             else:
                 params = dict(model.spec.params)
                 params["max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"] = 1
-                context = RequestContext(role=role if role in ("tutor", "student") else "judge")  # type: ignore[arg-type]
+                context = RequestContext(role=_CONTEXT_ROLES.get(role, "judge"))
                 await model.complete(
                     ChatRequest(messages=[{"role": "user", "content": "Say OK."}], context=context, params=params)
                 )

@@ -194,7 +194,7 @@ def test_damaged_run_directories_exit_2_with_a_message(
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=6),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
 )
