@@ -36,18 +36,23 @@ def _where(role: str, model: ChatModel) -> str:
 def _fatal(
     role: str, model: ChatModel, error: ProviderError | TimeoutError, *, listing: bool, timeout_s: float
 ) -> str | None:
-    """What is wrong and what to check, or None when the failure does not condemn the endpoint."""
+    """What is wrong and what to check, or None when the failure does not condemn the endpoint.
+
+    Of the model list only a dead server condemns it: some proxies refuse `/models` to keys that may chat.
+    """
     where = _where(role, model)
     if isinstance(error, TimeoutError):
         return f"{where}: no answer within {timeout_s:g}s; check that the server is up and base_url is right"
+    if error.status is None and not error.malformed:
+        return f"{where}: cannot connect ({error.detail}); check that the server is running and that base_url is right"
+    if listing:
+        return None
     key = model.spec.api_key_env or "OPENAI_API_KEY"
     if isinstance(error, QuotaExhausted):
         return f"{where}: the account's quota is spent ({error.detail}); check billing"
     if error.status in (401, 403):
         return f"{where}: the API key was refused (HTTP {error.status}); check ${key} and that it may use this model"
-    if error.status is None and not error.malformed:
-        return f"{where}: cannot connect ({error.detail}); check that the server is running and that base_url is right"
-    if not listing and error.status == 404:
+    if error.status == 404:
         return f"{where}: the endpoint does not know this model (HTTP 404); check the model name and base_url"
     return None
 

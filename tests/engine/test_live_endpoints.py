@@ -117,6 +117,18 @@ async def test_the_probe_refuses_a_bad_key_an_unknown_model_and_a_spent_quota(
     assert not list((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.parametrize("status", [401, 403, 404])
+async def test_a_refused_model_list_falls_back_to_a_completion(tmp_path: Path, status: int) -> None:
+    """Some proxies refuse `/models` to keys that may chat: the one-token completion decides."""
+    async with FakeOpenAI(lambda body: Reply(content="OK"), models_status=status) as fake:
+        runner = engine.Runner(_scenario(tmp_path, fake.base_url, limit=1), out=tmp_path / "runs", probe=True)
+        runner.pending = []  # the probe alone
+        result = await runner.run()
+        asked = [seen.path for seen in fake.seen]
+    assert result.exit_code == 0
+    assert asked.count("/v1/models") == asked.count("/v1/chat/completions") == 3
+
+
 async def test_no_probe_skips_it(tmp_path: Path) -> None:
     async with FakeOpenAI(lambda body: Reply(status=401)) as fake:
         result = await engine.run(_scenario(tmp_path, fake.base_url, limit=1), out=tmp_path / "runs", probe=False)
