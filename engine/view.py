@@ -133,6 +133,8 @@ def view_command(run_dir: Path, port: int) -> int:
         server = ReportServer(run_dir, port)
     except OSError as exc:
         raise ScenarioError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; try --port 0") from None
+    for warning in (server.summary.get("run") or {}).get("warnings") or []:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
     try:
         server.serve_forever()

@@ -197,6 +197,7 @@ def _header(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str
         "simulated": bool(run.get("simulated")),
         "spend": _spend(manifest),
         "reason": run.get("reason"),
+        "warnings": list(run.get("warnings") or []),
         "started_at": manifest.get("started_at"),
         "updated_at": manifest.get("updated_at"),
         "version": manifest.get("simrun_version"),
