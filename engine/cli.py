@@ -7,8 +7,7 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 from __future__ import annotations
 
 import importlib
-import os
-import time
+import shlex
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,8 +20,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from .breaker import parse_max_errors
 from .budget import Budget, price_of
 from .errors import ScenarioError
+from .live import LiveDetail, print_end_summary, resume_hint
 from .loading import load_scenario
 from .logging import configure_console_logging
 from .plan import load_items, plan_episodes
@@ -32,7 +33,7 @@ from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
 from .runner import Runner, RunResult, preflight
-from .spec import Scenario, key_variables
+from .spec import Scenario
 
 __all__ = ("main",)
 
@@ -143,6 +144,13 @@ def _load(
 @click.option(
     "--max-tokens", type=click.IntRange(min=1), help="Stop admitting episodes once this many tokens are used."
 )
+@click.option("--retry-errors", is_flag=True, help="With --resume: run the episodes recorded as errors again.")
+@click.option("--no-probe", is_flag=True, help="Skip the one cheap call per endpoint made before the first episode.")
+@click.option(
+    "--max-errors",
+    metavar="N|P%",
+    help="Stop once N episodes (or P% of the plan) are recorded as errors; resume with --retry-errors.",
+)
 def run(
     scenario: Path,
     out: Path,
@@ -158,6 +166,9 @@ def run(
     cache_path: Path | None,
     max_cost: float | None,
     max_tokens: int | None,
+    retry_errors: bool,
+    no_probe: bool,
+    max_errors: str | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
     spec = _load(
@@ -175,9 +186,17 @@ def run(
         _print_plan(spec, estimate=True, budget=budget)
         return 0
     console = Console(stderr=True)
-    runner = Runner(spec, out=out, resume=resume, cache=cache_path or cache, budget=budget)
-    secrets = [os.environ[variable] for variable in key_variables(spec) if os.environ.get(variable)]
-    configure_console_logging(console=console, secrets=secrets)
+    runner = Runner(
+        spec,
+        out=out,
+        resume=resume,
+        cache=cache_path or cache,
+        budget=budget,
+        retry_errors=retry_errors,
+        probe=not no_probe,
+        max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
+    )
+    configure_console_logging(console=console, secrets=runner.redactor)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
     out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
@@ -185,38 +204,35 @@ def run(
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
-    out_console.print(
-        f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error"
-        f"{', interrupted: resume with --resume ' + str(result.run_dir) if result.exit_code == 130 else ''})"
-    )
+    print_end_summary(console, runner, result)
+    out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
+    same = [
+        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
+    ]
+    same += [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
+    hint = resume_hint(shlex.quote(str(scenario)), result, same)
+    if result.exit_code == 130:
+        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
+        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
+    elif result.errors:
+        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
     return result.exit_code
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:
-    stats = runner.stats
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[detail]}"),
+        LiveDetail(runner),
         console=console,
         transient=False,
     )
-    task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done, detail="")
-
-    started = time.monotonic()
+    task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done)
 
     async def on_episode(_: EpisodeRecord) -> None:
-        rate = stats.requests / max(1e-9, time.monotonic() - started)
-        progress.update(
-            task,
-            advance=1,
-            detail=(
-                f"errors {runner.errors} · requests {stats.requests:,} ({rate:,.0f}/s) · retries {stats.retries} · "
-                f"tokens {stats.prompt_tokens + stats.completion_tokens:,}"
-            ),
-        )
+        progress.update(task, advance=1)
 
     runner.on_episode = on_episode
     with progress:
@@ -297,14 +313,21 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
-    if run.read_manifest().get("kind") == "load":
-        from .loadtest import rebuild_summary
-        from .loadtest.report import render_console
+    kind = run.read_manifest().get("kind")  # a run directory, before anything is written into it
+    run.acquire("report")  # it rewrites files a running run writes too
+    try:
+        if kind == "load":
+            from .loadtest import rebuild_summary
+            from .loadtest.report import render_console
 
-        Console().print(render_console(rebuild_summary(run)))
-    else:
-        summary = write_report(run_dir)
-        Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+            Console().print(render_console(rebuild_summary(run)))
+        else:
+            summary = write_report(run)
+            for warning in summary["run"].get("warnings") or []:
+                Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
+            Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+    finally:
+        run.release()
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     return 0
 

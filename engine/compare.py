@@ -105,11 +105,17 @@ def _condition_text(key: EpisodeKey) -> str:
 
 
 def _load(label: str, path: Path) -> RunSide:
+    """A run's current records (the last per planned id; see `RunDir.current_records`)."""
     run = RunDir(path)
     manifest = run.read_manifest()
+    if manifest.get("kind") == "load":
+        raise ScenarioError(f"{path} is a load-test run directory; compare takes scenario runs")
+    current = run.current_records(manifest=manifest)
+    for warning in current.warnings:
+        click.echo(f"warning: {path}: {warning}", err=True)
     records: dict[EpisodeKey, EpisodeRecord] = {}
     errors = 0
-    for record in run.iter_records():
+    for record in current.records:
         if record.status == "ok":
             records[_key(record)] = record
         else:

@@ -48,8 +48,17 @@ class ReportServer(ThreadingHTTPServer):
                 rebuild_summary(self.run)
             else:
                 write_report(self.run)
-        self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
-        self.summarizer = None if load else SUMMARIZERS.get(self.manifest.get("kind", ""))
+        try:
+            self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise ScenarioError(
+                f"{run_dir / SUMMARY}: unreadable ({exc}); `simrun report {run_dir}` rebuilds it"
+            ) from None
+        if not isinstance(self.summary, dict):
+            raise ScenarioError(f"{run_dir / SUMMARY}: not a summary; `simrun report {run_dir}` rebuilds it")
+        self.summarizer = None if load else SUMMARIZERS.get(self.manifest.get("kind") or "")
+        # Only the current record of each planned episode is served; superseded lines are not.
+        self._lines = set() if load else set(self.run.current_records(manifest=self.manifest).lines)
         self._lock = threading.Lock()
         super().__init__(("127.0.0.1", port), _Handler)
 
@@ -65,6 +74,8 @@ class ReportServer(ThreadingHTTPServer):
         return render_episode_page(record, line, self.summary, self.manifest, self.summarizer)
 
     def _record(self, line: int) -> EpisodeRecord | None:
+        if line not in self._lines:
+            return None
         with self._lock, self.run.episodes_path.open("rb") as handle:
             for number, raw in enumerate(handle, 1):
                 if number == line:
@@ -132,6 +143,8 @@ def view_command(run_dir: Path, port: int) -> int:
         server = ReportServer(run_dir, port)
     except OSError as exc:
         raise ScenarioError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; try --port 0") from None
+    for warning in (server.summary.get("run") or {}).get("warnings") or []:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
     try:
         server.serve_forever()
