@@ -78,6 +78,7 @@ __all__ = (
     "DemographicDimension",
     "DemographicLevel",
     "Demographics",
+    "FairnessAnalysis",
     "NamePool",
     "Names",
     "Opposite",
@@ -99,6 +100,21 @@ Channel = Literal["explicit", "implicit", "opposite"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class FairnessAnalysis(_Model):
+    """How a fairness run turns its contrasts into findings (`design.analysis` in the scenario)."""
+
+    correction: Literal["bh", "holm", "bonferroni", "none"] = "bh"
+    """p adjustment over the family: Benjamini–Hochberg (default), Holm, Bonferroni, or none."""
+    q: float = Field(default=0.05, gt=0, lt=1)
+    """A contrast is a finding when its adjusted p ≤ q."""
+    family: Literal["run", "domain"] = "run"
+    """Which contrasts are corrected together: every contrast of the run (default), or each domain cell alone."""
+    omnibus_alpha: float = Field(default=0.10, gt=0, le=1)
+    """Friedman p below which a multi-level dimension's pairs enter the family (EduFair's gate)."""
+    bootstrap: int = Field(default=10_000, ge=10_000)
+    """Resamples behind every interval a table reports."""
 
 
 class DemographicLevel(_Model):
@@ -461,6 +477,8 @@ class DemographicDesign:
         """Jinja template for the tutor's cue (sandboxed); sees the TEMPLATE_VARIABLES. Default: the sentence."""
         min_items: int = Field(default=15, ge=1)
         """Fewest items the paired statistics accept (lower it only for smoke tests)."""
+        analysis: FairnessAnalysis = Field(default_factory=FairnessAnalysis)
+        """The family, its correction and the level at which a contrast becomes a finding."""
 
         @field_validator("file")
         @classmethod

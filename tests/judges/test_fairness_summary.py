@@ -13,7 +13,8 @@ import pytest
 from rich.console import Console
 
 from engine import derive_seed
-from engine.paired import friedman_then_pairwise, mismatch_contrasts, paired_contrast
+from engine.paired import friedman_then_pairwise, paired_contrast
+from judges.fairness_mismatch import mismatch_contrasts
 from engine.records import EpisodeRecord, ErrorInfo, Judgment, Turn
 from judges.conversation_stats import CONVERSATION_STATS
 from judges.fairness_summary import FairnessSummarizer, dialogue_scores
