@@ -116,7 +116,8 @@ class FairnessAnalysis(_Model):
     family: Literal["run", "domain"] = "run"
     """Which contrasts are corrected together: every contrast of the run (default), or each domain cell alone."""
     omnibus_alpha: float = Field(default=0.10, gt=0, le=1)
-    """Friedman p below which a multi-level dimension's pairs enter the family (EduFair's gate)."""
+    """Friedman p below which a multi-level dimension's pairs can be findings (EduFair's gate); the pairs count in
+    the family either way."""
     bootstrap: int = Field(default=10_000, ge=10_000)
     """Resamples behind every interval a table reports."""
 
