@@ -39,6 +39,7 @@ from .plugins import (
     Utterance,
     judge_calls,
     options_model,
+    planning_notes,
 )
 from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
 from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
@@ -111,6 +112,7 @@ __all__ = (
     "open_run",
     "options_model",
     "plan_episodes",
+    "planning_notes",
     "preflight",
     "run",
     "run_sync",

@@ -35,6 +35,7 @@ __all__ = (
     "adjust_p",
     "bootstrap_r_interval",
     "contrast_rows",
+    "detectable_r",
     "difference_contrast",
     "format_effect",
     "format_p",
@@ -205,6 +206,18 @@ EXACT_MAX_PAIRS = 1000
 indistinguishable from it and the convolution would grow as n³."""
 
 
+def _sign_flip_distribution(doubled: npt.NDArray[np.int64]) -> FloatArray:
+    """P(2·R+ = t) for t = 0 … Σ doubled when each doubled rank joins R+ with probability ½, independently."""
+    distribution = np.zeros(int(doubled.sum()) + 1)
+    distribution[0] = 1.0
+    reach = 0
+    for step in doubled:
+        distribution[step : reach + step + 1] += distribution[: reach + 1]
+        distribution[: reach + step + 1] *= 0.5
+        reach += int(step)
+    return distribution
+
+
 def signed_rank_p(d: Sequence[float] | FloatArray) -> float:
     """Two-sided Wilcoxon signed-rank p with Pratt zeros, from the exact sign-flip distribution.
 
@@ -229,17 +242,49 @@ def signed_rank_p(d: Sequence[float] | FloatArray) -> float:
     if values.size > EXACT_MAX_PAIRS:
         return float(stats.wilcoxon(values, zero_method="pratt", method="asymptotic").pvalue)
     doubled = np.rint(2 * stats.rankdata(np.abs(values))[nonzero]).astype(np.int64)
-    distribution = np.zeros(int(doubled.sum()) + 1)
-    distribution[0] = 1.0
-    reach = 0
-    for step in doubled:
-        distribution[step : reach + step + 1] += distribution[: reach + 1]
-        distribution[: reach + step + 1] *= 0.5
-        reach += int(step)
+    distribution = _sign_flip_distribution(doubled)
     observed = int(doubled[values[nonzero] > 0].sum())
     lower = float(distribution[: observed + 1].sum())
     upper = float(distribution[observed:].sum())
     return min(1.0, 2.0 * min(lower, upper))
+
+
+def detectable_r(n: int, alpha: float, power: float = 0.8, *, draws: int = 1000, seed: int = 0) -> float | None:
+    """The smallest |r| that n pairs detect with `power` at two-sided level `alpha` — a planning figure.
+
+    The rejection region is the exact signed-rank test's (no ties, no zeros); the alternative is a normal
+    location shift of continuous differences, its power and its expected r estimated from `draws` seeded
+    Monte-Carlo samples, the shift found by bisection. Ties and zero differences (frequent with per-dialogue
+    rates) cost further power, so the figure is a lower bound on what a real run needs.
+
+    Returns:
+        |r| in (0, 1], or None when even r = 1 (every difference on one side) cannot reach `alpha` with n pairs.
+    """
+    if n < 1:
+        return None
+    doubled = 2 * np.arange(1, n + 1, dtype=np.int64)
+    upper_tail = np.cumsum(_sign_flip_distribution(doubled)[::-1])[::-1]  # P(2R+ ≥ t)
+    reachable = np.nonzero(upper_tail <= alpha / 2)[0]
+    if reachable.size == 0:
+        return None
+    critical = int(reachable[0])
+    total = n * (n + 1)  # 2·(R+ + R−)
+    noise = np.random.default_rng(seed).standard_normal((draws, n))
+
+    def at(shift: float) -> tuple[float, float]:
+        d = noise + shift
+        twice_positive = 2 * np.sum(np.where(d > 0, stats.rankdata(np.abs(d), axis=1), 0.0), axis=1)
+        rejected = (twice_positive >= critical) | (total - twice_positive >= critical)
+        return float(np.mean(rejected)), float(np.mean(2 * twice_positive / total - 1))
+
+    low, high = 0.0, 8.0
+    for _ in range(14):
+        middle = (low + high) / 2
+        if at(middle)[0] >= power:
+            high = middle
+        else:
+            low = middle
+    return min(1.0, at(high)[1])
 
 
 def bootstrap_r_interval(
