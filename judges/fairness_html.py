@@ -83,9 +83,7 @@ def _forest(contrasts: Sequence[Mapping[str, Any]], key: str, title: str) -> Mar
     )
     if not estimated:
         return (
-            paragraph(
-                f"{title}: no interval to plot: fewer than {MIN_PAIRS} items had a score at every level."
-            )
+            paragraph(f"{title}: no interval to plot: fewer than {MIN_PAIRS} items had a score at every level.")
             + numbers
         )
     fig = new_figure(7.5, 0.24 * max(len(shown), 3) + 1.3)

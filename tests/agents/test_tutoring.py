@@ -125,7 +125,11 @@ class Recording(ChatModel):
 
 
 async def play(
-    scenario: Scenario, episode: Episode, *, student_model: ChatModel | None = None, tutor_model: ChatModel | None = None
+    scenario: Scenario,
+    episode: Episode,
+    *,
+    student_model: ChatModel | None = None,
+    tutor_model: ChatModel | None = None,
 ) -> EpisodeContext:
     """One episode, wired as the runner wires it (registries, validated options, throttled clients)."""
     stats = CallStats()

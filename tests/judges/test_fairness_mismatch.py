@@ -14,7 +14,6 @@ from judges.fairness_mismatch import mismatch_contrasts
 FAST = 200
 
 
-
 def planted_cells(n: int = 20, noise_sd: float = 0.0, seed: int = 0) -> dict[tuple[str, str], list[float]]:
     """Item difficulty k % 5; perceived female adds +1; optional per-cell noise."""
     rng = np.random.default_rng(seed)
