@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,8 +16,9 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
-from engine import derive_seed
-from engine.paired import bootstrap_r_interval, friedman_then_pairwise, paired_contrast
+from engine import derive_seed, load_items, load_scenario, plan_episodes
+from engine.cli import main
+from engine.paired import bootstrap_r_interval, detectable_r, friedman_then_pairwise, paired_contrast
 from judges.fairness_mismatch import mismatch_contrasts
 from engine.records import EpisodeRecord, ErrorInfo, Judgment, Turn
 from judges.conversation_stats import CONVERSATION_STATS
@@ -913,3 +916,48 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
     )
     row = next(line for line in text.splitlines() if "tutor_avg_words" in line)
     assert f"{words['mean_abs_r']:.3f}{'*' if words['finding'] else ''}" in row
+
+
+# ------------------------------------------------------------------------------------------ planning
+
+
+def test_validate_and_dry_run_print_the_detectable_effect_per_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    """Shipped explicit scenario: 4 cells (pooled + 3 domains) × (3 two-level + 3 SES pairs) × 9 metrics = 216
+    contrasts; each cell's pairs and detectable |r| at α = 0.05/216, and the warning for |r| = 0.3."""
+    root = Path(__file__).resolve().parents[2]
+    for argv in (["validate"], ["--dry-run"]):
+        command = (
+            [*argv, str(root / "scenarios" / "fairness.yaml")]
+            if argv == ["validate"]
+            else [
+                str(root / "scenarios" / "fairness.yaml"),
+                *argv,
+            ]
+        )
+        assert main(command) == 0
+        printed = " ".join(capsys.readouterr().out.split())
+        assert "planning: a family of 216 contrasts per run, Benjamini–Hochberg at q = 0.05" in printed
+        expected_pooled = detectable_r(60, 0.05 / 216)
+        expected_domain = detectable_r(20, 0.05 / 216)
+        assert expected_pooled is not None and expected_domain is not None
+        assert f"explicit · domain all: 60 item pairs, detectable |r| ≥ {expected_pooled:.2f}" in printed
+        assert f"explicit · domain physics: 20 item pairs, detectable |r| ≥ {expected_domain:.2f}" in printed
+        assert "warning: 4 of 4 cells cannot resolve |r| = 0.3" in printed
+
+
+def test_planning_follows_the_declared_correction_and_family() -> None:
+    """`none` tests each contrast at q; `family: domain` corrects each domain cell over its own contrasts."""
+    root = Path(__file__).resolve().parents[2]
+    for settings, alpha in (({"correction": "none"}, 0.05), ({"family": "domain"}, 0.05 / 54)):
+        overrides = [f"design.analysis={json.dumps(settings)}"]
+        scenario = load_scenario(root / "scenarios" / "fairness.yaml", overrides=overrides)
+        notes = FairnessSummarizer().plan_notes(scenario, plan_episodes(scenario, load_items(scenario)))
+        r = detectable_r(20, alpha)
+        assert r is not None
+        assert any(f"domain physics: 20 item pairs, detectable |r| ≥ {r:.2f}" in line for line in notes), notes
+
+
+def test_a_kind_without_a_planning_hook_prints_no_planning(capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[2]
+    assert main(["validate", str(root / "scenarios" / "crescendo.yaml")]) == 0
+    assert "planning:" not in capsys.readouterr().out
