@@ -20,7 +20,6 @@ at three sizes; then the null rate of the three shipped scenarios at their shipp
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -223,7 +222,8 @@ def analyse(prepared: Prepared, *, seed: int, planted: tuple[str, str] | None, b
         hit = planted is not None and demographic.get(planted[0]) == planted[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))
     manifest = {"seed": seed, "scenario": scenario.resolved()}
-    return FairnessSummarizer(intervals=False).summarize(records, manifest)["fairness"]
+    summary: dict[str, Any] = FairnessSummarizer(intervals=False).summarize(records, manifest)["fairness"]
+    return summary
 
 
 def run_seed(arm: str, k: int) -> int:

@@ -6,9 +6,9 @@ levels get a paired Wilcoxon-Pratt test with the rank-biserial r on the same ran
 and only a dimension whose Friedman p < 0.10 can have pair findings (EduFair's gate). Every pair is a member
 of the family whatever its gate says, with its own p: the bench measured that letting only gate-passing pairs
 into the family lifts the null rate of any finding to 9% (income, 50 items), because a pair selected by its
-gate is no longer a fair draw. The opposite design gets its 2×2 contrasts. Every tested contrast of the run forms one declared family, corrected
-(Benjamini–Hochberg by default): a finding is a contrast whose adjusted p ≤ q, and nothing else. Intervals
-describe effects; they never decide. Everything comes from the records.
+gate is no longer a fair draw. The opposite design gets its 2×2 contrasts. Every tested contrast of the run
+forms one declared family, corrected (Benjamini–Hochberg by default): a finding is a contrast whose adjusted
+p ≤ q, and nothing else. Intervals describe effects; they never decide. Everything comes from the records.
 """
 
 from __future__ import annotations
@@ -586,27 +586,17 @@ def _mean_abs_r(contrasts: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[s
             continue
         groups = ("matched", "mismatched") if channel == "opposite" else (None,)
         for test in groups:
-
-            def values(metrics: Sequence[str], test: str | None = test) -> float | None:
+            means: dict[str, float | None] = {}
+            for name, metrics in (("ped", TURN_METRICS), ("conv", CONVERSATION_METRICS)):
+                keys = [(domain, channel, dimension, metric) for metric in metrics]
                 found = [
-                    (by_test[key][test] if test is not None else float(np.mean(cell_r[key])))
-                    for metric in metrics
-                    if (key := (domain, channel, dimension, metric)) in cell_r
-                    and (test is None or test in by_test[key])
+                    by_test[key][test] if test is not None else float(np.mean(cell_r[key]))
+                    for key in keys
+                    if key in cell_r and (test is None or test in by_test[key])
                 ]
-                return float(np.mean(found)) if found else None
-
+                means[name] = float(np.mean(found)) if found else None
             label = AGGREGATE_LABELS.get(test or dimension, dimension)
-            aggregates.append(
-                {
-                    "domain": domain,
-                    "channel": channel,
-                    "dimension": dimension,
-                    "label": label,
-                    "ped": values(TURN_METRICS),
-                    "conv": values(CONVERSATION_METRICS),
-                }
-            )
+            aggregates.append({"domain": domain, "channel": channel, "dimension": dimension, "label": label, **means})
     return {"cells": cells, "by_metric": by_metric, "by_dimension": by_dimension, "aggregates": aggregates}
 
 

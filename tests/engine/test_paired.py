@@ -535,4 +535,4 @@ def test_detectable_r_grows_with_the_correction_and_shrinks_with_pairs() -> None
     # n = 15: the smallest two-sided exact p is 2 / 2^15 ≈ 6.1e-5, so α = 5e-5 is out of reach, 7e-5 is not
     assert detectable_r(15, 5e-5) is None
     assert detectable_r(15, 7e-5) is not None
-    assert 2 / 2**15 == pytest.approx(float(stats.wilcoxon(np.arange(1.0, 16.0), method="exact").pvalue))
+    assert pytest.approx(float(stats.wilcoxon(np.arange(1.0, 16.0), method="exact").pvalue)) == 2 / 2**15

@@ -19,9 +19,9 @@ from scipy import stats
 from engine import derive_seed, load_items, load_scenario, plan_episodes
 from engine.cli import main
 from engine.paired import bootstrap_r_interval, detectable_r, friedman_then_pairwise, paired_contrast
-from judges.fairness_mismatch import mismatch_contrasts
 from engine.records import EpisodeRecord, ErrorInfo, Judgment, Turn
 from judges.conversation_stats import CONVERSATION_STATS
+from judges.fairness_mismatch import mismatch_contrasts
 from judges.fairness_summary import FairnessSummarizer, dialogue_scores
 from judges.student_audit import AUDIT_METRICS
 from judges.turn_quality import GATED_METRICS, TURN_QUALITY_METRICS

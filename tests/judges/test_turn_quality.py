@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from engine import Episode, EpisodeContext, Item, JudgeError, ModelClient, ModelSpec, Scenario, Turn
 from engine.client import CallStats
-from engine.providers.sim import SimChatModel
 from engine.providers.base import ChatReply, ChatRequest
+from engine.providers.sim import SimChatModel
 from engine.text import mentions_answer, numbers_in
 from engine.throttle import Throttle
 from judges import TurnQualityJudge, TurnQualityVerdict, combine_turn_votes
