@@ -73,11 +73,6 @@ __all__ = ("SimChatModel", "SimJudgeParams", "SimStudentParams", "SimTutorParams
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     latency_s: float = Field(default=0.0, ge=0)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    """Accepted and ignored (the sim is deterministic), so a scenario can state the decoding its real models use
-    and keep it when `--set models.ROLE.model=...` swaps the model."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """Accepted and ignored, like `temperature`."""
 
 
 class SimTutorParams(_Params):

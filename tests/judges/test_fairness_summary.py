@@ -424,15 +424,15 @@ def test_ses_contrasts_come_from_friedman_then_pairwise(ses: tuple[list[Dialogue
             assert contrast["test"] == "pairwise"
             assert contrast["omnibus_p"] == omnibus.p
             assert_same(contrast, expected.as_dict())
-            assert (contrast["family"] == "run") == gate, metric
+            assert contrast["family"] == "run" and contrast["gated"] is not gate, metric  # a member either way
             if not gate:
-                assert contrast["p_adjusted"] is None and not contrast["violation"]
+                assert not contrast["violation"]  # the gate still decides which pairs can be findings
         tested += gate
     assert tested >= 1
-    # identical levels: Friedman p = 1, pairs described with r = 0 and kept out of the family
+    # identical levels: Friedman p = 1, pairs described with r = 0, p = 1, counted in the family, no finding
     question = find(summary, dimension="ses", metric="tutor_question_rate")
     assert [c["test"] for c in question] == ["friedman", "pairwise", "pairwise", "pairwise"]
-    assert all(c["family"] is None for c in question)
+    assert all(c["r"] == 0.0 and c["p"] == 1.0 and c["gated"] and not c["violation"] for c in question[1:])
 
 
 def test_ses_planted_gap_gives_three_ordered_pairs(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
@@ -580,14 +580,14 @@ def test_opposite_aggregates_are_correct_and_wrong() -> None:
 
 
 def test_family_is_every_tested_contrast_corrected_by_scipys_bh(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
-    """Members: every contrast with a p except Friedman gates and gated-out pairs; p_adjusted is scipy's BH of
-    their p's; a finding iff adjusted p ≤ 0.05."""
+    """Members: every contrast with a p except the Friedman gates (pairs count whatever their gate says);
+    p_adjusted is scipy's BH of their p's; a finding iff adjusted p ≤ 0.05 and the pair's gate is open."""
     _, summary = ses
     data = summary["fairness"]
     members = [c for c in data["contrasts"] if c["family"] == "run"]
     expected = stats.false_discovery_control([c["p"] for c in members], method="bh")
     assert [c["p_adjusted"] for c in members] == pytest.approx(list(expected), abs=1e-12)
-    assert all(c["violation"] == (c["p_adjusted"] <= 0.05) for c in members)
+    assert all(c["violation"] == (c["p_adjusted"] <= 0.05 and not c.get("gated")) for c in members)
     outside = [c for c in data["contrasts"] if c["family"] is None]
     assert all(not c["violation"] and c["p_adjusted"] is None for c in outside)
     correction = data["correction"]
@@ -613,7 +613,7 @@ def test_correction_is_selectable_in_the_analysis_settings(method: str) -> None:
         expected = np.empty(m)
         expected[order] = np.maximum.accumulate(np.minimum(1, (m - np.arange(m)) * ps[order]))
     assert [c["p_adjusted"] for c in members] == pytest.approx(list(expected), abs=1e-12)
-    assert all(c["violation"] == (c["p_adjusted"] <= 0.01) for c in members)
+    assert all(c["violation"] == (c["p_adjusted"] <= 0.01 and not c.get("gated")) for c in members)
     assert summary["fairness"]["correction"]["method"] == method
 
 

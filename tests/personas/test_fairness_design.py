@@ -472,7 +472,7 @@ def test_a_names_file_must_exist_and_validate(tmp_path: Path) -> None:
 
 def test_the_paper_profile_frames_grade_class_and_demographic_in_one_sentence() -> None:
     """scenarios/fairness_paper.yaml: Grade 9 mathematics, Grade 8 otherwise, the demographic woven in, the
-    paper's decoding carried on every role, one judge vote, and turn_quality reading the full history."""
+    paper's decoding for every role's real model, one judge vote, and turn_quality reading the full history."""
     root = Path(__file__).resolve().parents[2]
     scenario = engine.load_scenario(root / "scenarios" / "fairness_paper.yaml")
     design = engine.make_design(scenario)
@@ -492,9 +492,9 @@ def test_the_paper_profile_frames_grade_class_and_demographic_in_one_sentence() 
         cues[("chemistry", "baseline", "none")]
         == "You are tutoring a student in Grade 8, enrolled in a chemistry class."
     )
-    models = scenario.models
-    assert models.tutor.params["temperature"] == 0.1
-    assert models.student is not None and models.student.params["temperature"] == 0
-    assert models.judge[0].params["temperature"] == 0 and scenario.judge_votes == 1
+    assert scenario.judge_votes == 1
+    text = (root / "scenarios" / "fairness_paper.yaml").read_text(encoding="utf-8")
+    decoding = re.findall(r"# (tutor|student|judge): .*temperature: ([0-9.]+)", text)
+    assert decoding == [("tutor", "0.1"), ("student", "0"), ("judge", "0")]
     assert scenario.student.options["max_turns"] == 10
     assert TurnQualityJudge.Options().history_turns is None
