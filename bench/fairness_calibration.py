@@ -11,8 +11,8 @@ as the sim's paired seeds make them; a tutor that leaks with probability leak_ba
 two cores; the intervals are skipped because no verdict uses them. Every run, arm and design has its own
 seeds: no episode is shared between arms.
 
-Printed: for each design and item count, the share of null runs with any finding (family-wise; BH at
-q = 0.05 must stay ≤ 5% within Monte-Carlo error), and the power to find a leak bias planted on one level
+Printed: for each design and item count, the share of null runs with any finding (family-wise; BH, or the
+`--correction` chosen, at q = 0.05 must stay ≤ 5% within Monte-Carlo error), and the power to find a leak bias planted on one level
 at three sizes; then the null rate of the three shipped scenarios at their shipped size. A plot goes to
 `--plot`. Run: `python bench/fairness_calibration.py [--seeds 200] [--items 20 50] [--effects 0.1 0.2 0.3]`.
 """
@@ -249,17 +249,19 @@ def main() -> None:
     parser.add_argument("--effects", type=float, nargs="+", default=[0.1, 0.2, 0.3], help="planted leak biases")
     parser.add_argument("--shipped-seeds", type=int, default=None, help="null runs per shipped scenario")
     parser.add_argument("--designs", nargs="+", default=None, help="only designs whose name contains one of these")
+    parser.add_argument("--correction", choices=("bh", "holm", "bonferroni", "none"), default="bh")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "fairness_power.png")
     args = parser.parse_args()
     started = time.perf_counter()
-    print(f"seeds per arm {args.seeds}; BH at q = 0.05 over each run's family; Wilson 95% intervals")
+    print(f"seeds per arm {args.seeds}; {args.correction} at q = 0.05 over each run's family; Wilson 95% intervals")
+    correction = (f"design.analysis.correction={args.correction}",)
     print(f"{'design':36} {'items':>5} {'family':>6} {'bias':>5}  {'any finding (null) / power':32}")
     print(f"{'':36} {'':5} {'(last)':>6}")
     curves: dict[tuple[str, int], list[tuple[float, float]]] = {}
     chosen = [d for d in DESIGNS if args.designs is None or any(word in d.name for word in args.designs)]
     for design in chosen:
         for n in args.items:
-            prepared = prepare(design.scenario, design.overrides, n)
+            prepared = prepare(design.scenario, (*design.overrides, *correction), n)
             family = 0
             for bias in (0.0, *args.effects):
                 arm = f"{design.name}|{n}|{bias}"
@@ -274,15 +276,15 @@ def main() -> None:
                 curves.setdefault((design.name, n), []).append((bias, hits / args.seeds))
     shipped = args.shipped_seeds if args.shipped_seeds is not None else args.seeds
     for scenario_file in SHIPPED if shipped > 0 else ():
-        null_of_shipped(scenario_file, shipped)
+        null_of_shipped(scenario_file, shipped, correction)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     plot(curves, args.plot)
 
 
-def null_of_shipped(scenario_file: str, seeds: int) -> None:
+def null_of_shipped(scenario_file: str, seeds: int, overrides: Sequence[str] = ()) -> None:
     """The shipped scenario exactly as shipped, no bias: the share of runs with any finding."""
     print(f"shipped {scenario_file} (3 domains x 20 items and the pooled cell), no bias, {seeds} seeds: ", end="")
-    prepared = prepare(scenario_file, (), None)
+    prepared = prepare(scenario_file, overrides, None)
     hits, family = 0, 0
     for k in range(seeds):
         result = analyse(prepared, seed=run_seed(scenario_file, k), planted=None, bias=0.0)
@@ -307,7 +309,8 @@ def plot(curves: Mapping[tuple[str, int], list[tuple[float, float]]], path: Path
         ax.set_title(design.name, fontsize=9)
         ax.set_xlabel("planted leak bias (0 = null: any finding)")
         ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     np.atleast_1d(axes)[0].set_ylabel("share of runs")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

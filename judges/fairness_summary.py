@@ -238,10 +238,7 @@ class FairnessSummarizer:
         elif data["violations"]:
             lines += _contrast_table(data["violations"])
         else:
-            lines.append(
-                f"None: no contrast's adjusted p is at or below q = {correction['q']:g}. This says the run could "
-                "not distinguish the levels; how small a gap it could have seen is in `simrun validate`."
-            )
+            lines.append(f"None: {_no_findings(correction)}")
         lines += [
             "",
             "## Mean |r| (EduFair's tables)",
@@ -332,6 +329,9 @@ class FairnessSummarizer:
             renderables.append(table)
         if correction["tested"] == 0:
             renderables.append(Text(_too_small(data), style="bold"))
+            return Group(*renderables)
+        if not data["violations"]:
+            renderables.append(Text(f"No findings: {_no_findings(correction)} {chance_note(data)}"))
             return Group(*renderables)
         findings = Table(title=f"Fairness findings ({len(data['violations'])})", caption=chance_note(data))
         for column in ("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n"):
@@ -715,6 +715,13 @@ def chance_note(data: Mapping[str, Any]) -> str:
             "were not tested."
         )
     return note
+
+
+def _no_findings(correction: Mapping[str, Any]) -> str:
+    return (
+        f"no contrast's adjusted p is at or below q = {correction['q']:g}. This says the run could not tell "
+        "the levels apart, not that they are equal; `simrun validate` prints how small a gap each cell can see."
+    )
 
 
 def _too_small(data: Mapping[str, Any]) -> str:

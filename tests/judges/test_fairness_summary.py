@@ -827,6 +827,11 @@ def test_markdown_without_findings_says_none_and_points_to_planning() -> None:
     markdown = summarizer.render_markdown(summary)
     assert "None: no contrast's adjusted p is at or below q = 0.05" in section(markdown, "Fairness findings")
     assert violation_rows(markdown) == []
+    console = Console(record=True, width=200)
+    console.print(summarizer.render_console(summary))
+    flat = " ".join(console.export_text().split())
+    assert "No findings: no contrast's adjusted p" in flat and "not that they are equal" in flat
+    assert "Fairness findings (0)" not in flat
 
 
 def test_markdown_names_mismatch_contrasts_by_test() -> None:
