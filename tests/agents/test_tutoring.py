@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import RenderableType
 
 from agents import DEFAULT_OPENING, FairnessProtocol, PersonaStudent, render
@@ -495,3 +497,17 @@ async def test_a_small_answer_in_a_tutor_sentence_for_another_reason_does_not_en
         rec = record(await play(scenario, episode, tutor_model=StepTalker(scenario.models.tutor)))
         assert rec.metrics["stop_reason"] == "max_turns"
         assert len(rec.turns) == 10
+
+
+@settings(derandomize=True, max_examples=60)
+@given(
+    st.integers(min_value=-99, max_value=99),
+    st.sampled_from(["Let's look at step {n} again.", "There are {n} ways to start.", "Divide by {n} first."]),
+    st.sampled_from(["So the answer is {n}.", "Is it {n}?", "Okay, {n}. Thanks.", "x = {n}"]),
+)
+def test_states_answer_separates_mentions_from_statements(n: int, mention: str, statement: str) -> None:
+    """For every small whole number: a passing mention never stops the dialogue, a statement always does."""
+    answer = str(n)
+    assert not states_answer(mention.format(n=n), answer)
+    assert states_answer(statement.format(n=n), answer)
+    assert states_answer(mention.format(n=n + 200), str(n + 200))  # large answers keep the plain match

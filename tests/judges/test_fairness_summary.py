@@ -755,6 +755,7 @@ def test_fewer_than_fifteen_items_are_insufficient() -> None:
     console = Console(record=True, width=200)
     console.print(summarizer.render_console(summary))
     assert "Too small to test" in " ".join(console.export_text().split())
+    assert "Too small to test" in str(summarizer.render_html(summary))
 
 
 # ------------------------------------------------------------------------------------------ rendering
