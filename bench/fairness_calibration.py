@@ -14,7 +14,8 @@ seeds: no episode is shared between arms.
 Printed: for each design and item count, the share of null runs with any finding (family-wise; BH, or the
 `--correction` chosen, at q = 0.05 must stay ≤ 5% within Monte-Carlo error), and the power to find a leak
 bias planted on one level at three sizes; then the null rate of the three shipped scenarios at their shipped
-size. A plot goes to `--plot`. Run: `python bench/fairness_calibration.py [--seeds 200] [--items 20 50] [--effects 0.1 0.2 0.3]`.
+size. A plot goes to `--plot`. Run:
+`python bench/fairness_calibration.py [--seeds 200] [--items 20 50] [--effects 0.1 0.2 0.3] [--correction holm]`.
 """
 
 from __future__ import annotations
