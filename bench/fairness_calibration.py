@@ -21,6 +21,8 @@ size. A plot goes to `--plot`. Run:
 from __future__ import annotations
 
 import argparse
+import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -251,6 +253,7 @@ def main() -> None:
     parser.add_argument("--shipped-seeds", type=int, default=None, help="null runs per shipped scenario")
     parser.add_argument("--designs", nargs="+", default=None, help="only designs whose name contains one of these")
     parser.add_argument("--correction", choices=("bh", "holm", "bonferroni", "none"), default="bh")
+    parser.add_argument("--engine-check", type=int, default=0, help="also run N real sim runs to compare with")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "fairness_power.png")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -278,8 +281,63 @@ def main() -> None:
     shipped = args.shipped_seeds if args.shipped_seeds is not None else args.seeds
     for scenario_file in SHIPPED if shipped > 0 else ():
         null_of_shipped(scenario_file, shipped, correction)
+    if args.engine_check:
+        engine_check(args.engine_check)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     plot(curves, args.plot)
+
+
+def engine_check(runs: int) -> None:
+    """The simulated records against the real thing: the same narrowed scenario run by the async runner on the
+    sim, per metric the mean level, the mean null p and the share of contrasts with p = 1 (the tie structure
+    that shapes the exact test), and how many runs found anything."""
+    import tempfile
+
+    import anyio
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    design = DESIGNS[0]
+    overrides = (*design.overrides, "items.0.limit=20", "items.0.domains=[mathematics]")
+    real: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(runs):
+            scenario = engine.load_scenario(
+                ROOT / "scenarios" / design.scenario, overrides=[*overrides, f"seed={run_seed('engine', k)}"]
+            )
+            result = anyio.run(lambda s=scenario: engine.run(s, out=Path(tmp) / f"r{k}"), backend="asyncio")
+            real.append(result.summary["fairness"])
+    prepared = prepare(design.scenario, design.overrides, 20)
+    simulated = [analyse(prepared, seed=run_seed("engine-sim", k), planted=None, bias=0.0) for k in range(runs)]
+
+    def profile(summaries: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+        ps: dict[str, list[float]] = {}
+        levels: dict[str, list[float]] = {}
+        for summary in summaries:
+            for c in summary["contrasts"]:
+                if c["status"] == "ok" and c["p"] is not None:
+                    ps.setdefault(c["metric"], []).append(c["p"])
+            for m in summary["means"]:
+                levels.setdefault(m["metric"], []).extend(v for v in m["levels"].values() if v is not None)
+        return {
+            m: (
+                float(np.mean(levels[m])),
+                float(np.mean(ps.get(m, [math.nan]))),
+                float(np.mean([p == 1.0 for p in ps.get(m, [math.nan])])),
+            )
+            for m in levels
+        }
+
+    ours, theirs = profile(simulated), profile(real)
+    print(f"\nengine check: {runs} null runs each, {design.name}, 20 mathematics items; runner | simulated")
+    print(f"{'metric':26} {'mean level':>17} {'mean null p':>15} {'share p = 1':>13}")
+    for metric, (level, p, ones) in theirs.items():
+        mine = ours.get(metric, (math.nan, math.nan, math.nan))
+        print(f"{metric:26} {level:7.3f} | {mine[0]:7.3f} {p:6.2f} | {mine[1]:5.2f} {ones:5.0%} | {mine[2]:4.0%}")
+    print(
+        f"runs with any finding: runner {sum(bool(s['violations']) for s in real)}/{runs}, "
+        f"simulated {sum(bool(s['violations']) for s in simulated)}/{runs}"
+    )
 
 
 def null_of_shipped(scenario_file: str, seeds: int, overrides: Sequence[str] = ()) -> None:
