@@ -293,7 +293,6 @@ def engine_check(runs: int) -> None:
     that shapes the exact test), and how many runs found anything."""
     import tempfile
 
-    import anyio
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -305,7 +304,7 @@ def engine_check(runs: int) -> None:
             scenario = engine.load_scenario(
                 ROOT / "scenarios" / design.scenario, overrides=[*overrides, f"seed={run_seed('engine', k)}"]
             )
-            result = anyio.run(lambda s=scenario: engine.run(s, out=Path(tmp) / f"r{k}"), backend="asyncio")
+            result = engine.run_sync(scenario, out=Path(tmp) / f"r{k}")
             real.append(result.summary["fairness"])
     prepared = prepare(design.scenario, design.overrides, 20)
     simulated = [analyse(prepared, seed=run_seed("engine-sim", k), planted=None, bias=0.0) for k in range(runs)]
