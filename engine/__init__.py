@@ -40,6 +40,7 @@ from .plugins import (
     Utterance,
     judge_calls,
     options_model,
+    planning_notes,
 )
 from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
 from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
@@ -114,6 +115,7 @@ __all__ = (
     "options_model",
     "parse_yaml",
     "plan_episodes",
+    "planning_notes",
     "preflight",
     "run",
     "run_sync",

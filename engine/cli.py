@@ -27,7 +27,7 @@ from .live import LiveDetail, print_end_summary, resume_hint
 from .loading import load_scenario
 from .logging import configure_console_logging
 from .plan import load_items, plan_episodes
-from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate, planning_notes
 from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
@@ -254,6 +254,8 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
         f"{spec.replicates} replicate(s)"
     )
+    for note in planning_notes(spec, episodes):
+        console.print(Text(note))
     if not estimate:
         return
     protocol = PROTOCOLS.get(spec.kind)
