@@ -23,6 +23,7 @@ from rich.text import Text
 
 from .budget import Budget, price_of
 from .errors import ScenarioError
+from .format import fit_to_width
 from .loading import load_scenario
 from .logging import configure_console_logging
 from .plan import load_items, plan_episodes
@@ -166,7 +167,7 @@ def run(
     configure_console_logging(console=console, secrets=secrets)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
-    out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
+    out_console.print(fit_to_width(SUMMARIZERS.get(spec.kind).render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
@@ -286,10 +287,12 @@ def report(run_dir: Path) -> int:
         from .loadtest import rebuild_summary
         from .loadtest.report import render_console
 
-        Console().print(render_console(rebuild_summary(run)))
+        renderable = render_console(rebuild_summary(run))
     else:
         summary = write_report(run_dir)
-        Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+        renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)
+    console = Console()
+    console.print(fit_to_width(renderable, console.width))
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     return 0
 

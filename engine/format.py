@@ -1,7 +1,8 @@
 """Cell formatters shared by the reports, so a rate or a mean reads the same in every table.
 
 Markdown and console cells show a missing value as "–"; HTML cells pass None on, and the table decides how
-to show it. Contrast cells (p values, effects) live with their statistics in `engine.paired`.
+to show it. Contrast cells (p values, effects) live with their statistics in `engine.paired`. Console
+tables of every kind pass through `fit_to_width` where the command line prints them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ("format_pct", "format_rate", "nanmean", "pct_or_none")
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+
+__all__ = ("fit_to_width", "format_pct", "format_rate", "nanmean", "pct_or_none")
 
 
 def nanmean(values: Sequence[float]) -> float | None:
@@ -32,3 +37,36 @@ def format_rate(row: Mapping[str, Any] | None) -> str:
     if row is None or row.get("rate") is None:
         return "–"
     return f"{row['rate']:.0%} [{row['low']:.0%}, {row['high']:.0%}]"
+
+
+def fit_to_width(renderable: RenderableType, width: int) -> RenderableType:
+    """Every table in `renderable` made readable at `width` columns, never with a header cut to "…".
+
+    A table that fits is left alone. One whose longest words fit wraps its cells at spaces (a word too long
+    for its column folds rather than ending in "…"). One that cannot fit even so is stacked: each row
+    becomes a block of "column  value" lines, so a wide summary still reads on an 80-column terminal.
+    """
+    if isinstance(renderable, Group):
+        return Group(*(fit_to_width(part, width) for part in renderable.renderables))
+    if not isinstance(renderable, Table):
+        return renderable
+    measured = Console(width=100_000).measure(renderable)  # unclamped: what the table would like
+    if measured.maximum <= width:
+        return renderable
+    if measured.minimum <= width:
+        for column in renderable.columns:
+            column.overflow, column.no_wrap = "fold", False
+        return renderable
+    return _stacked(renderable)
+
+
+def _stacked(table: Table) -> Table:
+    stacked = Table(title=table.title, caption=table.caption, show_header=False, box=box.SIMPLE_HEAD)
+    stacked.add_column(style="bold", overflow="fold")
+    stacked.add_column(overflow="fold")
+    cells = [column._cells for column in table.columns]  # rich keeps a column's cells here
+    for index in range(table.row_count):
+        for column, column_cells in zip(table.columns, cells, strict=True):
+            stacked.add_row(column.header, column_cells[index])
+        stacked.rows[-1].end_section = True
+    return stacked

@@ -26,6 +26,7 @@ from ..errors import ScenarioError
 from ..items import Item
 from .config import LoadConfig
 from .generator import Generator, Health
+from .progress import ConsoleProgress
 from .records import RequestRecord
 from .transport import open_transport
 
@@ -38,6 +39,7 @@ START_LEAD_S = 0.2
 async def run_in_process(
     config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, worker: int = 0,
     workers: int = 1, start: float | None = None, stop: anyio.Event | None = None,
+    progress: ConsoleProgress | None = None,
 ) -> tuple[list[RequestRecord], Health]:  # fmt: skip
     connections = max(64, (config.max_in_flight or config.concurrency or 1000) // workers + 1)
     transport = open_transport(config, connections)
@@ -50,7 +52,11 @@ async def run_in_process(
             config, transport, items, start=start if start is not None else time.perf_counter(),
             rate=rate, worker=worker, workers=workers, step=step, stop=stop,
         )  # fmt: skip
-        health = await generator.run()
+        async with anyio.create_task_group() as group:
+            if progress is not None:
+                group.start_soon(progress.watch, generator.live)
+            health = await generator.run()
+            group.cancel_scope.cancel()
     finally:
         gc.unfreeze()
         with anyio.CancelScope(shield=True):
@@ -59,8 +65,9 @@ async def run_in_process(
 
 
 async def run_step(
-    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None
-) -> tuple[list[RequestRecord], list[Health]]:
+    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None,
+    progress: ConsoleProgress | None = None,
+) -> tuple[list[RequestRecord], list[Health]]:  # fmt: skip
     """One run (or one sweep step) on `config.workers` processes; rows sorted by send time.
 
     Each worker reports ready once imported; only then is the shared start set, a moment ahead, so a slow
@@ -68,8 +75,10 @@ async def run_step(
     early everywhere (workers get SIGTERM) and still returns every row measured.
     """
     if config.workers == 1:
-        rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop)
+        rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop, progress=progress)
         return rows, [health]
+    if progress is not None:
+        progress.note(f"{config.workers} worker processes: their figures come at the end of the step")
     job = orjson.dumps(
         {"config": config.model_dump(mode="json"), "items": [item.model_dump(mode="json") for item in items],
          "rate": rate, "step": step}
