@@ -1,7 +1,6 @@
 # Two commands do all the set-up: `make run` installs simrun with its runtime dependencies into .venv and runs a
 # scenario; `make test` adds the dev extra (pytest, mypy, ruff, hypothesis, playwright) and runs the checks.
-# pip's own output is kept, so every package shows as it is collected and installed. The editable install is a
-# plain .pth line (compat mode): setuptools' import-hook mode prints a warning on every install.
+# pip's own output is kept, so every package shows as it is collected and installed.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,12 +18,12 @@ $(BIN)/python:
 
 $(RUNTIME): pyproject.toml | $(BIN)/python
 	@echo "==> [2/3] installing simrun (editable) and its runtime dependencies"
-	$(PIP) -e . --config-settings editable_mode=compat
+	$(PIP) -e .
 	@touch $@
 
 $(DEV): $(RUNTIME)
 	@echo "==> [3/3] installing the dev extra: pytest, hypothesis, mypy, ruff, playwright"
-	$(PIP) -e '.[dev]' --config-settings editable_mode=compat
+	$(PIP) -e '.[dev]'
 	@touch $@
 
 install: $(RUNTIME)
