@@ -33,7 +33,9 @@ from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
 from .runner import Runner, RunResult, preflight
+from .runs import RUN_DIR
 from .spec import Scenario, key_variables
+from .verbosity import LEVELS, split_verbosity, verbosity
 
 __all__ = ("main",)
 
@@ -56,6 +58,7 @@ class _RunByDefault(click.Group):
         "view": "engine.view:view_command",
         "compare": "engine.compare:compare_command",
         "embed": "engine.embed:embed_command",
+        "runs": "engine.runs:runs_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -68,15 +71,22 @@ class _RunByDefault(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        front, args = split_verbosity(args)
         if args and args[0] not in self.commands and args[0] not in self.LAZY and not args[0].startswith("-"):
             args = ["run", *args]
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, [*front, *args])
 
 
 @click.group(cls=_RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="simrun", prog_name="simrun")
-def cli() -> None:
-    """Run tutor / simulated-student / judge scenarios and summarise what the judges found."""
+@click.option("--quiet", "-q", is_flag=True, help="Print results and errors only: no progress, no warnings.")
+@click.option("--log-level", type=click.Choice(LEVELS), help="Run events echoed on the console (default warning).")
+def cli(quiet: bool, log_level: str | None) -> None:
+    """Run tutor / simulated-student / judge scenarios and summarise what the judges found.
+
+    --quiet and --log-level may be given anywhere on the line.
+    """
+    verbosity.set(quiet=quiet, level=log_level)
 
 
 _scenario_arg = click.argument("scenario", type=click.Path(path_type=Path, dir_okay=False))
@@ -130,8 +140,8 @@ def _load(
 @click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
 @click.option(
     "--resume",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Complete an interrupted run: only its missing episodes are run.",
+    type=RUN_DIR,
+    help="Complete an interrupted run: only its missing episodes are run (`latest`: the newest run).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
 @click.option("--cache/--no-cache", "cache", default=None, help="Answer repeated calls from the response cache.")
@@ -164,7 +174,7 @@ def run(
     console = Console(stderr=True)
     runner = Runner(spec, out=out, resume=resume, cache=cache_path or cache, budget=budget)
     secrets = [os.environ[variable] for variable in key_variables(spec) if os.environ.get(variable)]
-    configure_console_logging(console=console, secrets=secrets)
+    configure_console_logging(console=console, secrets=secrets, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
     out_console.print(fit_to_width(SUMMARIZERS.get(spec.kind).render_console(result.summary), out_console.width))
@@ -189,6 +199,7 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         TextColumn("{task.fields[detail]}"),
         console=console,
         transient=False,
+        disable=verbosity.quiet,
     )
     task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done, detail="")
 
@@ -279,7 +290,7 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("run_dir", type=RUN_DIR)
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import structlog
 
 from .cache import ResponseCache, cache_key
 from .errors import ProviderError, ProviderTimeout, QuotaExhausted
-from .logging import RunEvents
+from .logging import HOST_LOG, RunEvents
 from .providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
 from .retry import backoff_delay, classify
 from .spec import ModelSpec
@@ -25,7 +24,7 @@ from .throttle import Throttle
 
 __all__ = ("CallStats", "ModelClient", "estimate_tokens")
 
-log = structlog.get_logger("simrun")
+log = HOST_LOG
 
 
 @dataclass

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
 
-__all__ = ("RunEvents", "configure_console_logging", "redact")
+__all__ = ("HOST_LOG", "RunEvents", "configure_console_logging", "redact")
 
 _REDACTED = "[redacted]"
 
@@ -77,6 +77,26 @@ def configure_console_logging(
     )
 
 
+def _ignore(*_: Any, **__: Any) -> None:
+    return None
+
+
+class _HostLog:
+    """structlog's "simrun" logger once the host has configured structlog; until then, silence.
+
+    Unconfigured, structlog prints every event to stdout, which would flood the output of a tool that embeds
+    simrun without asking for logs. The run's own events.jsonl is written either way.
+    """
+
+    def __getattr__(self, method: str) -> Any:
+        if not structlog.is_configured():
+            return _ignore
+        return getattr(structlog.get_logger("simrun"), method)
+
+
+HOST_LOG = _HostLog()
+
+
 class RunEvents:
     """A run's event log: JSON lines in its events.jsonl, and the same event to the host's structlog."""
 
@@ -94,7 +114,7 @@ class RunEvents:
             ],
             wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         )
-        self._host = structlog.get_logger("simrun")
+        self._host = HOST_LOG
 
     def info(self, event: str, **fields: Any) -> None:
         self._own.info(event, **fields)

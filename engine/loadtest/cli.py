@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..errors import ScenarioError
 from ..format import fit_to_width
+from ..verbosity import verbosity
 from .config import LoadConfig
 from .progress import ConsoleProgress
 from .report import render_console
@@ -162,7 +163,8 @@ async def _run_until_interrupted(settings: LoadConfig, out: Path, console: Conso
 
         group.start_soon(on_interrupt)
         try:
-            result = await run_load(settings, out=out, stop=stop, progress=ConsoleProgress(console))
+            progress = None if verbosity.quiet else ConsoleProgress(console)
+            result = await run_load(settings, out=out, stop=stop, progress=progress)
         except ScenarioError as exc:  # raised from here, not from inside the group, so it is not wrapped
             error = exc
         group.cancel_scope.cancel()
