@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .budget import Budget, price_of
+from .duration import duration_text
 from .errors import ScenarioError
 from .format import fit_to_width
 from .loading import load_scenario
@@ -262,6 +263,7 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         shown = "unknown price" if cost is None else f"{cost:,.2f}"
         table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
     console.print(table)
+    console.print(Text(duration_text(spec, totals)))
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
         cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
         limits = ", ".join(
