@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -183,11 +184,17 @@ def run(
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
-    out_console.print(
-        f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error"
-        f"{', interrupted: resume with --resume ' + str(result.run_dir) if result.exit_code == 130 else ''})"
-    )
+    resume = f", interrupted: resume with {_resume_hint(scenario, models, overrides, result)}"
+    counts = f"{result.ok} ok, {result.errors} error{resume if result.exit_code == 130 else ''}"
+    out_console.print(f"run directory: {result.run_dir}  ({counts})")
     return result.exit_code
+
+
+def _resume_hint(scenario: Path, models: Sequence[str], overrides: Sequence[str], result: RunResult) -> str:
+    """The whole command: a resume needs the same scenario and overrides (its hash must match)."""
+    argv = ["simrun", str(scenario), *(a for m in models for a in ("--model", m))]
+    argv += [*(a for o in overrides for a in ("--set", o)), "--resume", str(result.run_dir)]
+    return shlex.join(argv)
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:

@@ -147,9 +147,11 @@ def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
     while time.monotonic() < deadline and sum(p.read_bytes().count(b"\n") for p in out.glob("*/episodes.jsonl")) < 2:
         time.sleep(0.02)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    printed, err = process.communicate(timeout=60)
     assert process.returncode == 130, err.decode()
     run_dir = _only_run_dir(out)
+    hint = f"resume with simrun {path} --set models.tutor.params.latency_s=0.02 --resume {run_dir}"
+    assert hint in printed.decode().replace("\n", ""), printed  # the whole command, overrides and all
     episodes = run_dir / "episodes.jsonl"
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "interrupted"
