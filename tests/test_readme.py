@@ -163,14 +163,18 @@ def _load_argv(argv: list[str], target: str) -> list[str]:
 
 def _serve(command: Command, workspace: Path) -> None:
     argv = _replace_option(list(command.argv[1:]), "--port", "0")
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "engine", *argv],
         cwd=workspace,
         env={**os.environ, **command.env, "HOME": str(workspace)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-    )
+    ) as process:
+        _ask_and_stop(command, process)
+
+
+def _ask_and_stop(command: Command, process: subprocess.Popen[str]) -> None:
     assert process.stdout is not None
     try:
         first = process.stdout.readline()
