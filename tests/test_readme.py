@@ -34,7 +34,7 @@ from engine.serve import LoopbackServer
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SHELLS = {"bash", "sh", "shell", "console"}
-LIMIT = "12"
+LIMIT = "6"
 """Episodes run by a full offline run's README command."""
 LOAD_SECONDS = "0.5"
 SHELL_SYNTAX = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "&"}
@@ -53,7 +53,7 @@ RULES = (
     Rule(r"^export \w+=", "env", "sets a variable for the commands after it"),
     Rule(r"^simrun serve\b", "serve", "serves until stopped: started on a free port, asked once, stopped"),
     Rule(r"^simrun view\b", "serve", "serves until stopped: started on a free port, asked once, stopped"),
-    Rule(r"^simrun loadtest\b", "load", f"for {LOAD_SECONDS} s against a loopback `simrun serve`"),
+    Rule(r"^simrun loadtest\b", "load", f"for {LOAD_SECONDS} s (1 turn) against a loopback `simrun serve`"),
     Rule(r"^simrun (calibrate|embed)\b.*\bopenai/", "options", "needs a paid endpoint: its options are checked"),
     Rule(r"^simrun (run )?\S+\.ya?ml\b.*\bopenai/", "dry-run", "needs a paid endpoint: planned with --dry-run"),
     Rule(r"^simrun (run )?\S+\.ya?ml\b(?!.*--dry-run)", "limit", f"a full offline run: its first {LIMIT} episodes"),
@@ -157,7 +157,9 @@ def _replace_option(argv: list[str], option: str, value: str) -> list[str]:
 def _load_argv(argv: list[str], target: str) -> list[str]:
     argv = _replace_option(argv, "--target", target)
     argv = _replace_option(argv, "--duration", LOAD_SECONDS)
-    argv = _replace_option(argv, "--grace", "1")  # conversations still talking then are cancelled
+    argv = _replace_option(argv, "--grace", "0.3")  # conversations still talking then are cancelled
+    if "--turns" not in argv:
+        argv += ["--turns", "1"]
     return _replace_option(argv, "--warmup", "0")
 
 
