@@ -184,8 +184,8 @@ def run(
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
-    resume = f", interrupted: resume with {_resume_hint(scenario, models, overrides, result)}"
-    counts = f"{result.ok} ok, {result.errors} error{resume if result.exit_code == 130 else ''}"
+    hint = f", interrupted: resume with {_resume_hint(scenario, models, overrides, result)}"
+    counts = f"{result.ok} ok, {result.errors} error{hint if result.exit_code == 130 else ''}"
     out_console.print(f"run directory: {result.run_dir}  ({counts})")
     return result.exit_code
 
