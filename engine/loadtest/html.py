@@ -19,17 +19,22 @@ from .report import knee_text
 
 __all__ = ("render_load_html",)
 
-_HISTOGRAMS = (("ttft", "TTFT", "ttft_ms"), ("itl", "ITL", "itl_ms"), ("e2e", "end-to-end latency", "e2e_ms"))
+_HISTOGRAMS = (("ttft", "TTFT", "ttft_ms"), ("itl", "ITL", "itl_ms"), ("e2e", "e2e latency", "e2e_ms"))
 _SLO_STYLE: dict[str, Any] = {"color": "tab:red", "linestyle": ":", "linewidth": 1.2}
 
 
 def _legend_outside(ax: Any, *extra: Any) -> None:
-    """Beside the plot, never over the data; `extra` axes (a twin) share the one legend."""
+    """Beside the plot (below it when a twin axis holds the right edge), never over the data; `extra` axes
+    share the one legend."""
     handles, labels = ax.get_legend_handles_labels()
     for other in extra:
         more = other.get_legend_handles_labels()
         handles, labels = handles + more[0], labels + more[1]
-    if handles:
+    if not handles:
+        return
+    if extra:
+        ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
+    else:
         ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
@@ -120,8 +125,8 @@ def _histograms(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str
     slo = _slo(step)
     for ax, (metric, label, slo_name) in zip(axes, _HISTOGRAMS, strict=True):
         values = [v * 1000 for row in rows if row.ok and not row.warmup and (v := getattr(row, metric)) is not None]
-        if values:
-            ax.hist(values, bins=30)
+        if values:  # from 0 and past the SLO, so a narrow spread still shows where it sits
+            ax.hist(values, bins=30, range=(0.0, max(max(values), slo.get(slo_name, 0.0)) * 1.05 or 1.0))
         if slo_name in slo:
             ax.axvline(slo[slo_name], **_SLO_STYLE)
             label = f"{label} (SLO {slo[slo_name]:g} ms, dotted)"
@@ -180,7 +185,7 @@ def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> M
 def _sweep(summary: Mapping[str, Any]) -> Markup:
     steps = summary["steps"]
     rates = [step["target_rate"] for step in steps]
-    fig = new_figure(7.5, 3.0)
+    fig = new_figure(7.5, 3.6)
     ax = fig.subplots()
     p99 = [(step["latency_ms"]["e2e"] or {}).get("p99", float("nan")) for step in steps]
     ax.plot(rates, p99, "o-", label="e2e p99 (ms)")
