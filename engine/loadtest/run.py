@@ -26,7 +26,9 @@ from .workers import run_step
 
 __all__ = ("LoadResult", "load_items", "rebuild_summary", "run_load")
 
-DEFAULT_ITEMS = Path(__file__).resolve().parents[2] / "scenarios" / "items" / "stem.yaml"
+DEFAULT_ITEMS = Path("scenarios") / "items" / "stem.yaml"
+"""The checkout's item bank: next to the installed package (an editable install), else in the working folder
+(a wheel ships no scenarios; run from a checkout, or pass `items`)."""
 
 
 class LoadResult:
@@ -41,7 +43,8 @@ class LoadResult:
 
 
 def load_items(config: LoadConfig) -> list[Item]:
-    path = config.items or DEFAULT_ITEMS
+    beside = Path(__file__).resolve().parents[2] / DEFAULT_ITEMS
+    path = config.items or (beside if beside.is_file() else DEFAULT_ITEMS)
     if not path.is_file():
         raise ScenarioError(f"item bank {path} not found: point `items` (--items) at a simrun YAML item bank")
     return ItemBank()(path, {})
