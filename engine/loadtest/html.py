@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from ..report_html import Cell, new_figure, paragraph, plot, render_page, section, table
 from .metrics import PERCENTILES, latency_table
-from .progress import load_label
+from .progress import load_phrase
 from .records import RequestRecord
 from .report import knee_text
 
@@ -221,7 +221,7 @@ def render_load_html(summary: Mapping[str, Any], config: Mapping[str, Any], rows
         nav.append(("sec-sweep", "sweep"))
         for index, step in enumerate(summary["steps"]):
             found = [row for row in rows if row.step == index]
-            parts.append(section(f"Step {index}: {load_label(step)} conversations", _step(step, found, str(index)),
+            parts.append(section(f"Step {index}: {load_phrase(step)}", _step(step, found, str(index)),
                                  key=f"step-{index}"))  # fmt: skip
             nav.append((f"sec-step-{index}", f"step {index}"))
     else:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-__all__ = ("ConsoleProgress", "LiveCounts", "load_label", "step_line")
+__all__ = ("ConsoleProgress", "LiveCounts", "load_label", "load_phrase", "step_line")
 
 TERMINAL_INTERVAL_S = 1.0
 PIPED_INTERVAL_S = 10.0
@@ -40,6 +40,12 @@ def load_label(step: Mapping[str, Any]) -> str:
     return "–" if rate is None else f"{rate:,.2f}/s"
 
 
+def load_phrase(step: Mapping[str, Any]) -> str:
+    if step.get("concurrency") is not None:
+        return f"{step['concurrency']} conversations at once"
+    return f"{step['target_rate']:,.2f} conversations/s"
+
+
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f} ms"
 
@@ -50,7 +56,7 @@ def step_line(index: int, total: int, step: Mapping[str, Any], *, passed: bool) 
     errors = sum(step["errors"].values())
     verdict = "passed" if passed else "FAILED: the sweep stops here"
     return (
-        f"step {index + 1}/{total} · {load_label(step)} conversations: "
+        f"step {index + 1}/{total} · {load_phrase(step)}: "
         f"{step['throughput']['requests_per_s']:,.2f} requests/s, goodput {step['goodput']['share']:.0%}, "
         f"e2e p99 {_ms(e2e.get('p99'))}, {errors} error{'s' * (errors != 1)}, "
         f"gates {'valid' if step['gates']['valid'] else 'NOT valid'} → {verdict}"

@@ -180,7 +180,7 @@ def test_a_sweep_prints_each_step_and_says_when_no_knee_was_reached(
     args += ["--arrival", "constant", "--sweep", "1,2", "--duration", "0.6", "--turns", "1", "--out", str(out)]
     assert main(args) == 0
     output = capsys.readouterr().out
-    assert "step 1/2 · 1.00/s conversations" in output and "step 2/2 · 2.00/s conversations" in output
+    assert "step 1/2 · 1.00 conversations/s" in output and "step 2/2 · 2.00 conversations/s" in output
     assert output.index("step 1/2") < output.index("step 2/2") < output.index("knee not reached (≥ 2.00")
     summary = orjson.loads((_run_dir(out) / "summary.json").read_bytes())
     assert summary["sweep"]["knee_reached"] is False and summary["sweep"]["broke_at"] is None
