@@ -193,7 +193,7 @@ def _sweep(summary: Mapping[str, Any]) -> Markup:
     e2e_slo = _slo(steps[0]).get("e2e_ms")
     if e2e_slo is not None:
         ax.axhline(e2e_slo, label=f"e2e SLO {e2e_slo:g} ms", **_SLO_STYLE)
-    if sweep["knee_rate"] is not None:
+    if sweep["knee_rate"] is not None and sweep.get("knee_reached", True):
         ax.axvline(sweep["knee_rate"], color="0.5", linestyle="--", linewidth=1, label="knee (last passing step)")
     ax.set_ylim(bottom=0)
     twin = ax.twinx()

@@ -78,6 +78,8 @@ def test_a_sweep_steps_the_rate_until_the_slo_breaks_and_reports_the_knee(
     summary = orjson.loads((_run_dir(out) / "summary.json").read_bytes())
     assert [step["target_rate"] for step in summary["steps"]] == [2, 4, 8, 16]  # stops at the first failure
     assert summary["sweep"]["knee_rate"] == 8 and summary["sweep"]["broke_at"] == 16
+    assert summary["sweep"]["knee_reached"] is True
+    assert "knee (last passing step)" in (_run_dir(out) / "report.html").read_text()
     assert summary["steps"][-1]["errors"].get("http_429", 0) > 0
 
 
@@ -178,6 +180,7 @@ def test_a_sweep_prints_each_step_and_says_when_no_knee_was_reached(
     out = tmp_path / "runs"
     args = ["loadtest", str(_loose_gates(tmp_path)), "--target", server.base_url, "--model", "sim-tutor"]
     args += ["--arrival", "constant", "--sweep", "1,2", "--duration", "0.6", "--turns", "1", "--out", str(out)]
+    args += ["--slo-e2e-ms", "500"]
     assert main(args) == 0
     output = capsys.readouterr().out
     assert "step 1/2 · 1.00 conversations/s" in output and "step 2/2 · 2.00 conversations/s" in output
@@ -187,6 +190,8 @@ def test_a_sweep_prints_each_step_and_says_when_no_knee_was_reached(
     report = (_run_dir(out) / "report.md").read_text()
     html = (_run_dir(out) / "report.html").read_text()
     assert "knee not reached" in report and "knee not reached" in html and "None" not in html
+    # the plot draws the SLO and the goodput target, and marks no knee that was not found
+    assert "e2e SLO 500 ms" in html and "goodput target" in html and "knee (last passing step)" not in html
 
 
 def test_a_closed_loop_reports_its_concurrency_not_a_rate(
