@@ -7,12 +7,14 @@ tables of every kind pass through `fit_to_width` where the command line prints t
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 
 __all__ = ("fit_to_width", "format_pct", "format_rate", "nanmean", "pct_or_none")
@@ -50,14 +52,32 @@ def fit_to_width(renderable: RenderableType, width: int) -> RenderableType:
         return Group(*(fit_to_width(part, width) for part in renderable.renderables))
     if not isinstance(renderable, Table):
         return renderable
-    measured = Console(width=100_000).measure(renderable)  # unclamped: what the table would like
+    console = Console(width=100_000)  # unclamped: what the table would like
+    measured = console.measure(renderable)
     if measured.maximum <= width:
         return renderable
     if measured.minimum <= width:
         for column in renderable.columns:
             column.overflow, column.no_wrap = "fold", False
+        _keep_words_whole(renderable, width)
         return renderable
     return _stacked(renderable)
+
+
+def _keep_words_whole(table: Table, width: int) -> None:
+    """Rich may squeeze a column below its longest word; a minimum width per column prevents that, unless
+    the minimums then overflow `width` (rich counts them differently), in which case folding stays."""
+    console = Console(width=100_000)
+    before = [column.min_width for column in table.columns]
+    for column in table.columns:
+        cells = [column.header, *column._cells]  # rich keeps a column's cells here
+        words = max(Measurement.get(console, console.options, cell).minimum for cell in cells)
+        column.min_width = max(column.min_width or 0, words)
+    probe = Console(width=width * 2, file=io.StringIO(), record=True)  # wide enough to show an overflow
+    probe.print(table, width=width)
+    if max(map(len, probe.export_text().splitlines()), default=0) > width:
+        for column, minimum in zip(table.columns, before, strict=True):
+            column.min_width = minimum
 
 
 def _stacked(table: Table) -> Table:

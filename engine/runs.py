@@ -135,13 +135,20 @@ def runs_command(parent: Path) -> int:
     if not runs:
         console.print(Text(f"no runs in {parent}/"))
         return 0
-    table = Table(title=f"runs in {parent}/ (newest last; `latest` is the last)")
-    for column in ("run", "scenario", "kind", "status", "outcome", "started (UTC)", "spend"):
+    table = Table(
+        title=f"runs in {parent}/, oldest first",
+        caption=f"folders: {parent}/<scenario>-<UTC start>",
+        box=None,  # no rules: seven columns then fit 80 characters, row per run
+        pad_edge=False,
+        header_style="bold",
+    )
+    for column in ("name", "scenario", "kind", "status", "outcome", "started (UTC)", "spend"):
         table.add_column(column, overflow="fold")
-    for run in runs:
+    for index, run in enumerate(runs):
+        back = len(runs) - 1 - index
         status = str(run.manifest.get("status") or "?")
         table.add_row(
-            *map(Text, (run.path.name, run.scenario, run.kind)),
+            *map(Text, ("latest" if back == 0 else f"latest~{back}", run.scenario, run.kind)),
             Text(status, style="" if status == "finished" else "yellow"),
             *map(Text, (run.outcome, run.started[:19].replace("T", " "), run.spend)),
         )

@@ -35,7 +35,7 @@ def test_runs_lists_scenario_kind_status_outcome_start_and_spend(
     capsys.readouterr()
     assert main(["runs"]) == 0
     out = capsys.readouterr().out
-    for expected in ("remath", "remediation", "finished", "24 ok / 0 error", "tokens, $0.00", two_runs[0].name):
+    for expected in ("remath", "remediation", "finished", "24 ok", "latest~1"):
         assert expected in out
     started = orjson.loads((two_runs[0] / "manifest.json").read_bytes())["started_at"][:10]
     assert started in out
