@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import numpy as np
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-__all__ = ("ConsoleProgress", "LiveCounts", "load_label", "load_phrase", "step_line")
+__all__ = ("ConsoleProgress", "LiveCounts", "ProgressSink", "load_label", "load_phrase", "step_line")
 
 TERMINAL_INTERVAL_S = 1.0
 PIPED_INTERVAL_S = 10.0
@@ -30,6 +30,12 @@ class LiveCounts:
     in_flight: int = 0
     ttfts: list[float] = field(default_factory=list)
     """TTFTs (s) of requests that ended since the last line; the line empties it."""
+
+
+class ProgressSink(Protocol):
+    """Where a running step's counters go: the console, or (in a worker process) the coordinator."""
+
+    async def watch(self, live: LiveCounts, label: str = "", /) -> None: ...
 
 
 def load_label(step: Mapping[str, Any]) -> str:
@@ -79,7 +85,7 @@ class ConsoleProgress:
             f"errors {live.errors} · TTFT p50 {_ms(ttft)}"
         )
 
-    async def watch(self, live: LiveCounts, label: str = "") -> None:
+    async def watch(self, live: LiveCounts, label: str = "", /) -> None:
         """Runs until cancelled (the step's end)."""
         started = last = time.perf_counter()
         sent_before = 0
@@ -99,9 +105,6 @@ class ConsoleProgress:
         finally:
             if display is not None:
                 display.stop()
-
-    def note(self, text: str) -> None:
-        self.console.print(Text(text))
 
     def step_finished(self, index: int, total: int, step: Mapping[str, Any], *, passed: bool) -> None:
         self.console.print(Text(step_line(index, total, step, passed=passed), style="" if passed else "red"))

@@ -224,3 +224,17 @@ def test_live_progress_shows_requests_rate_in_flight_errors_and_ttft(
     text = sink.getvalue()
     assert re.search(r"requests \d+ \([\d.]+/s\) · in flight \d+ · errors \d+ · TTFT p50 ([\d,]+ ms|–)", text), text
     assert terminal == ("\x1b[" in text)  # a terminal's line is redrawn in place; a pipe gets plain lines
+
+
+def test_live_progress_sums_the_worker_processes(server: LoopbackServer, tmp_path: Path) -> None:
+    """With --workers 2 each process reports its counters once a second and the line shows their sum."""
+    sink = io.StringIO()
+    config = LoadConfig(
+        target=server.base_url, model="sim-tutor", arrival="constant", rate=8.0, duration_s=2.0, turns=1, workers=2
+    )
+    result = anyio.run(
+        partial(run_load, config, out=tmp_path, progress=ConsoleProgress(Console(file=sink), interval_s=0.25))
+    )
+    sent = [int(found) for found in re.findall(r"requests (\d+) ", sink.getvalue())]
+    assert sent and max(sent) > 0 and sent == sorted(sent)  # counts arrive from the workers and only grow
+    assert max(sent) <= result.summary["requests"]["sent"]
