@@ -212,7 +212,7 @@ class Generator:
             live.in_flight -= 1
         if record.ok:
             live.ok += 1
-            if record.first_token is not None:
+            if live.watched and record.first_token is not None:
                 live.ttfts.append(record.first_token - record.dispatched)
         else:
             live.errors += 1

@@ -30,6 +30,8 @@ class LiveCounts:
     in_flight: int = 0
     ttfts: list[float] = field(default_factory=list)
     """TTFTs (s) of requests that ended since the last line; the line empties it."""
+    watched: bool = False
+    """Set by whoever prints the line; TTFTs are only kept then, so an unwatched run does not grow a list."""
 
 
 class ProgressSink(Protocol):
@@ -87,6 +89,7 @@ class ConsoleProgress:
 
     async def watch(self, live: LiveCounts, label: str = "", /) -> None:
         """Runs until cancelled (the step's end)."""
+        live.watched = True
         started = last = time.perf_counter()
         sent_before = 0
         display = Live(console=self.console, transient=True, auto_refresh=False) if self.console.is_terminal else None

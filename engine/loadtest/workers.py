@@ -125,6 +125,8 @@ async def run_step(
         """A worker's progress line: its counters replace its last ones; the TTFTs add up."""
         counts = orjson.loads(line)
         per_worker[worker] = LiveCounts(**{k: v for k, v in counts.items() if k != "ttfts"})
+        if not live.watched:
+            return
         live.ttfts.extend(counts["ttfts"])
         for name in ("sent", "ok", "errors", "in_flight"):
             setattr(live, name, sum(getattr(each, name) for each in per_worker.values()))
@@ -175,6 +177,7 @@ class _StderrProgress:
     """A worker's side of the live line: its counters on stderr once a second, for the coordinator to sum."""
 
     async def watch(self, live: LiveCounts, label: str = "", /) -> None:
+        live.watched = True
         while True:
             await anyio.sleep(1.0)
             counts = {"sent": live.sent, "ok": live.ok, "errors": live.errors, "in_flight": live.in_flight}
