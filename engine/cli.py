@@ -22,7 +22,9 @@ from rich.text import Text
 
 from .breaker import parse_max_errors
 from .budget import Budget, price_of
+from .duration import duration_text
 from .errors import ScenarioError
+from .format import fit_to_width
 from .live import LiveDetail, print_end_summary, resume_hint
 from .loading import load_scenario
 from .logging import configure_console_logging
@@ -33,7 +35,9 @@ from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
 from .runner import Runner, RunResult, preflight
+from .runs import RUN_DIR
 from .spec import Scenario
+from .verbosity import LEVELS, split_verbosity, verbosity
 
 __all__ = ("main",)
 
@@ -56,6 +60,7 @@ class _RunByDefault(click.Group):
         "view": "engine.view:view_command",
         "compare": "engine.compare:compare_command",
         "embed": "engine.embed:embed_command",
+        "runs": "engine.runs:runs_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -68,15 +73,22 @@ class _RunByDefault(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        front, args = split_verbosity(args)
         if args and args[0] not in self.commands and args[0] not in self.LAZY and not args[0].startswith("-"):
             args = ["run", *args]
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, [*front, *args])
 
 
 @click.group(cls=_RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="simrun", prog_name="simrun")
-def cli() -> None:
-    """Run tutor / simulated-student / judge scenarios and summarise what the judges found."""
+@click.option("--quiet", "-q", is_flag=True, help="Print results and errors only: no progress, no warnings.")
+@click.option("--log-level", type=click.Choice(LEVELS), help="Run events echoed on the console (default warning).")
+def cli(quiet: bool, log_level: str | None) -> None:
+    """Run tutor / simulated-student / judge scenarios and summarise what the judges found.
+
+    --quiet and --log-level may be given anywhere on the line.
+    """
+    verbosity.set(quiet=quiet, level=log_level)
 
 
 _scenario_arg = click.argument("scenario", type=click.Path(path_type=Path, dir_okay=False))
@@ -134,8 +146,8 @@ def _load(
 @click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
 @click.option(
     "--resume",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Complete an interrupted run: only its missing episodes are run.",
+    type=RUN_DIR,
+    help="Complete an interrupted run: only its missing episodes are run (`latest`: the newest run).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
 @click.option("--cache/--no-cache", "cache", default=None, help="Answer repeated calls from the response cache.")
@@ -196,10 +208,10 @@ def run(
         probe=not no_probe,
         max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
     )
-    configure_console_logging(console=console, secrets=runner.redactor)
+    configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
-    out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
+    out_console.print(fit_to_width(SUMMARIZERS.get(spec.kind).render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
@@ -228,6 +240,7 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         LiveDetail(runner),
         console=console,
         transient=False,
+        disable=verbosity.quiet,
     )
     task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done)
 
@@ -282,6 +295,7 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         shown = "unknown price" if cost is None else f"{cost:,.2f}"
         table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
     console.print(table)
+    console.print(Text(duration_text(spec, totals)))
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
         cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
         limits = ", ".join(
@@ -311,7 +325,7 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("run_dir", type=RUN_DIR)
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
@@ -322,12 +336,15 @@ def report(run_dir: Path) -> int:
             from .loadtest import rebuild_summary
             from .loadtest.report import render_console
 
-            Console().print(render_console(rebuild_summary(run)))
+            console = Console()
+            console.print(fit_to_width(render_console(rebuild_summary(run)), console.width))
         else:
             summary = write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
-            Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+            renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)
+            console = Console()
+            console.print(fit_to_width(renderable, console.width))
     finally:
         run.release()
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")

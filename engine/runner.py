@@ -25,7 +25,7 @@ from .budget import Budget, Spend, spend
 from .cache import ResponseCache, resolve_cache_path
 from .client import CallStats, ModelClient
 from .errors import ProviderError, ScenarioError
-from .logging import Redactor, RunEvents
+from .logging import HOST_LOG, Redactor, RunEvents
 from .plan import Episode, load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
 from .probe import ProbeFailed, probe_endpoints
@@ -49,7 +49,7 @@ __all__ = (
     "run_sync",
 )
 
-log = structlog.get_logger("simrun")
+log = HOST_LOG
 
 EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
 TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
