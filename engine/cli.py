@@ -216,7 +216,8 @@ def run(
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
-    print_end_summary(console, runner, result)
+    if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
+        print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
     same = [
         f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
