@@ -508,7 +508,7 @@ class Runner:
 
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
-        providers = sorted({spec.provider for _, spec in scenario.models.by_role()})
+        providers = sorted({spec.provider for _, spec in self.built.models})
         self.run_dir.write_manifest(
             {
                 "simrun_version": _versions().get("simrun", "unknown"),
