@@ -22,21 +22,19 @@ from rich.text import Text
 
 from .breaker import parse_max_errors
 from .budget import Budget, price_of
+from .built import BuiltScenario, load_built
 from .duration import duration_text
 from .errors import ScenarioError
 from .format import fit_to_width
 from .live import LiveDetail, print_end_summary, resume_hint
-from .loading import load_scenario
 from .logging import configure_console_logging
-from .plan import load_items, plan_episodes
-from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate, planning_notes
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
-from .runner import Runner, RunResult, preflight
+from .runner import Runner, RunResult
 from .runs import RUN_DIR
-from .spec import Scenario
 from .verbosity import LEVELS, split_verbosity, verbosity
 
 __all__ = ("main",)
@@ -123,10 +121,10 @@ def _load(
     seed: int | None = None,
     concurrency: int | None = None,
     max_episodes: int | None = None,
-) -> Scenario:
+) -> BuiltScenario:
     flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
     extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
-    return load_scenario(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+    return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
 
 
 @cli.command()
@@ -183,7 +181,7 @@ def run(
     max_errors: str | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
-    spec = _load(
+    built = _load(
         scenario,
         overrides,
         models,
@@ -195,11 +193,11 @@ def run(
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(spec, estimate=True, budget=budget)
+        _print_plan(built, estimate=True, budget=budget)
         return 0
     console = Console(stderr=True)
     runner = Runner(
-        spec,
+        built,
         out=out,
         resume=resume,
         cache=cache_path or cache,
@@ -208,10 +206,11 @@ def run(
         probe=not no_probe,
         max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
     )
+    runner.prepare()
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
-    out_console.print(fit_to_width(SUMMARIZERS.get(spec.kind).render_console(result.summary), out_console.width))
+    out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
@@ -254,9 +253,8 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         return result
 
 
-def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None) -> None:
-    episodes = plan_episodes(spec, load_items(spec))
-    preflight(spec, episodes)
+def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None = None) -> None:
+    spec, episodes = built.scenario, built.episodes
     console = Console(soft_wrap=True)
     conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
     factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
@@ -272,16 +270,12 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         console.print(Text(note))
     if not estimate:
         return
-    protocol = PROTOCOLS.get(spec.kind)
-    totals: dict[str, CallEstimate] = {}
-    for episode in episodes:
-        for role, guess in protocol.estimate(spec, episode).items():
-            totals[role] = totals.get(role, CallEstimate()) + guess
+    totals = built.estimate()
     table = Table(title="estimated model calls (upper bound; nothing was called)")
     for column in ("role", "model", "calls", "tokens", "cost (USD)"):
         table.add_column(column, justify="left" if column in ("role", "model") else "right")
     by_role: dict[str, list[str]] = {}
-    for role, model_spec in spec.models.by_role():
+    for role, model_spec in built.models:
         by_role.setdefault(role, []).append(model_spec.model)
     total_cost: float | None = 0.0
     total_tokens = 0
@@ -319,8 +313,7 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
 @_max_episodes_opt
 def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
-    spec = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes)
-    _print_plan(spec, estimate=False)
+    _print_plan(_load(scenario, overrides, models, credentials=False, max_episodes=max_episodes), estimate=False)
     Console().print("[green]valid[/]")
     return 0
 
