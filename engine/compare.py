@@ -24,7 +24,7 @@ from rich.text import Text
 
 from .errors import ScenarioError
 from .format import fit_to_width, nanmean
-from .paired import MEANINGFUL_R, contrast_rows, format_effect, format_p
+from .paired import MEANINGFUL_R, contrast_rows, correct_family, format_effect, format_p
 from .plan import derive_seed
 from .plugins import SUMMARIZERS
 from .records import EpisodeRecord
@@ -48,6 +48,9 @@ __all__ = ("Comparison", "compare_command", "compare_runs", "write_comparison")
 
 ALL = "all conditions"
 MAX_CHANGED_VERDICTS = 200
+FAMILY_METHOD = "bh"
+FAMILY_Q = 0.05
+"""Every contrast of a comparison is one family, corrected together: a finding is adjusted p ≤ q."""
 EpisodeKey = tuple[str, tuple[tuple[str, str], ...], int]
 
 
@@ -250,6 +253,7 @@ def compare_runs(paths: Sequence[Path]) -> Comparison:
             if all(math.isnan(v) for values in columns.values() for v in values):
                 continue  # the metric does not apply in this condition (e.g. backtracks of single-turn dialogues)
             result.contrasts += _rows_for(labels, columns, metric=metric, condition=condition, seed=seed)
+    correct_family(result.contrasts, method=FAMILY_METHOD, q=FAMILY_Q)
     changed = []
     for key in keys:
         verdicts = [_verdict(summarizer, side.records[key]) for side in sides]
@@ -268,14 +272,20 @@ def _contrast_label(c: Mapping[str, Any]) -> str:
     return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
 
 
+def _family_p(c: Mapping[str, Any]) -> float | None:
+    """A tested contrast's p adjusted over the whole family; an omnibus row shows its own p."""
+    value = c.get("p_family")
+    return float(value) if value is not None else c.get("p")
+
+
 def _chance_note(comparison: Comparison) -> str:
-    """How many flags chance alone would raise: every metric × condition × pair is its own 95% interval."""
-    tested = sum(1 for c in comparison.contrasts if c["status"] == "ok" and c["r"] is not None)
+    """What the flags mean: one family over every metric × condition × pair, Benjamini–Hochberg adjusted."""
+    tested = sum(1 for c in comparison.contrasts if c.get("p_family") is not None)
     flagged = sum(1 for c in comparison.contrasts if c["violation"])
     return (
-        f"{tested} contrasts with an interval were tested and {flagged} exclude 0; with 95% intervals about "
-        f"{0.05 * tested:.1f} would exclude 0 by chance alone even if the runs did not differ, so read isolated "
-        "flags with care."
+        f"{tested} contrasts with an interval were tested as one family; {flagged} are findings "
+        f"(Benjamini–Hochberg adjusted p ≤ {FAMILY_Q:g}). If the runs did not differ, the chance of any finding "
+        f"would be at most {FAMILY_Q:.0%}."
     )
 
 
@@ -303,12 +313,12 @@ def render_markdown(comparison: Comparison) -> str:
         f"## Paired differences over {comparison.matched} matched episodes",
         "",
         f"Rank-biserial r of the per-episode differences (later run − {labels[0]}), 95% bootstrap interval; "
-        f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; **bold**: the interval excludes 0.",
+        f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; **bold**: a finding of the corrected family.",
         "",
         _chance_note(comparison),
         "",
         "| condition | metric | " + " | ".join(f"mean {label}" for label in labels) + " | contrast | r [95% CI] | p "
-        "| p (adj.) | n |",
+        "| p (family, BH) | n |",
         "|---|---|" + "---|" * len(labels) + "---|---|---|---|---|",
     ]
     for c in comparison.contrasts:
@@ -317,7 +327,7 @@ def render_markdown(comparison: Comparison) -> str:
         lines.append(
             f"| {c['condition']} | {c['metric']} | {means} | {_contrast_label(c)} | "
             f"{f'**{effect}**' if c['violation'] else effect} | {format_p(c['p'])} | "
-            f"{format_p(c['p_adjusted'])} | {c['n']} |"
+            f"{format_p(_family_p(c))} | {c['n']} |"
         )
     if comparison.changed_verdicts_total:
         lines += [
@@ -339,15 +349,15 @@ def render_console(comparison: Comparison) -> Table | None:
         return None
     labels = [run["label"] for run in comparison.runs]
     table = Table(title=f"Paired differences over {comparison.matched} matched episodes (all conditions)")
-    for column in ("metric", *(f"mean {label}" for label in labels), "contrast", "r [95% CI]", "p (adj.)", "n"):
+    for column in ("metric", *(f"mean {label}" for label in labels), "contrast", "r [95% CI]", "p (family, BH)", "n"):
         table.add_column(column, justify="left" if column in ("metric", "contrast", "r [95% CI]") else "right")
     for c in overall:
         table.add_row(
             *map(Text, (c["metric"], *(_mean(c["means"][label]) for label in labels), _contrast_label(c))),
             Text(format_effect(c), style="bold" if c["violation"] else ""),
-            *map(Text, (format_p(c["p_adjusted"]), str(c["n"]))),
+            *map(Text, (format_p(_family_p(c)), str(c["n"]))),
         )
-    table.caption = f"bold: the interval excludes 0. {_chance_note(comparison)}"
+    table.caption = f"bold: a finding. {_chance_note(comparison)}"
     return table
 
 
@@ -370,7 +380,7 @@ def _forest(comparison: Comparison) -> Markup:
     ax.set_yticks(range(len(overall)), [f"{c['metric']} · {c['a']} − {c['b']}" for c in overall], fontsize=8)
     ax.set_ylim(len(overall) - 0.5, -0.5)
     ax.set_xlim(-1.05, 1.05)
-    ax.set_xlabel("rank-biserial r with 95% bootstrap CI (red: interval excludes 0)")
+    ax.set_xlabel("rank-biserial r with 95% bootstrap CI (red: a finding after correction)")
     ax.grid(axis="x", alpha=0.3)
     return plot(fig, key="compare-forest", caption="Paired differences over all matched episodes, per metric.")
 
@@ -421,7 +431,7 @@ def render_html(comparison: Comparison) -> str:
                 _contrast_label(c),
                 format_effect(c),
                 format_p(c["p"]),
-                format_p(c["p_adjusted"]),
+                format_p(_family_p(c)),
                 c["n"],
             ]
             for c in comparison.contrasts
@@ -431,8 +441,8 @@ def render_html(comparison: Comparison) -> str:
                 f"Paired differences over {comparison.matched} matched episodes",
                 paragraph(
                     f"Per-episode differences (later run − {labels[0]}), matched by item, condition and replicate. "
-                    f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; highlighted rows: the 95% interval "
-                    "excludes 0."
+                    f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; highlighted rows: findings after "
+                    "the family's correction."
                 ),
                 paragraph(_chance_note(comparison)),
                 _forest(comparison),
@@ -444,7 +454,7 @@ def render_html(comparison: Comparison) -> str:
                         "contrast",
                         "r [95% CI]",
                         "p",
-                        "p (adj.)",
+                        "p (family, BH)",
                         "n",
                     ),
                     rows,

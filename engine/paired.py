@@ -35,6 +35,7 @@ __all__ = (
     "adjust_p",
     "bootstrap_r_interval",
     "contrast_rows",
+    "correct_family",
     "detectable_r",
     "difference_contrast",
     "format_effect",
@@ -504,6 +505,27 @@ def friedman_then_pairwise(
             contrast = replace(contrast, p_adjusted=min(1.0, contrast.p * len(pairs)))
         pairwise.append(contrast)
     return Omnibus(levels, n, "ok", statistic, p, tuple(pairwise))
+
+
+def correct_family(rows: Sequence[dict[str, Any]], *, method: Adjustment | str = "bh", q: float = 0.05) -> int:
+    """Make `violation` follow the family's adjusted p: every tested contrast row (an r and a p) gets
+    `p_family` and is a finding iff `p_family` ≤ q. Returns the family size.
+
+    Many contrasts read one by one at 95% give findings on data with no effect; adjusting over the declared
+    family (Benjamini–Hochberg by default) keeps the chance of any false finding at q under the complete null.
+    Omnibus and untested rows are never findings.
+    """
+    tested = [
+        row for row in rows if row.get("status") == "ok" and row.get("r") is not None and row.get("p") is not None
+    ]
+    adjusted = adjust_p([float(row["p"]) for row in tested], method)
+    for row in rows:
+        row["p_family"] = None
+        row["violation"] = False
+    for row, value in zip(tested, adjusted, strict=True):
+        row["p_family"] = value
+        row["violation"] = value <= q
+    return len(tested)
 
 
 def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+from scipy import stats
 
 import engine
 from engine import derive_seed
@@ -101,16 +102,27 @@ def test_runs_with_no_common_episode_are_not_comparable(
     assert 'class="statement not-comparable"' in html and "Paired differences" not in html
 
 
-def test_reports_say_how_many_flags_chance_alone_would_raise(runs: dict[str, Path], tmp_path: Path) -> None:
-    """Many metric × condition contrasts are each flagged at 95%: both reports state the count and the chance
-    expectation (5% of the contrasts with an interval), next to the number actually flagged."""
+def test_findings_follow_the_families_benjamini_hochberg_p(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Every tested contrast of a comparison is one family: p_family is scipy's BH over their p, a finding is
+    p_family ≤ 0.05, and both reports state the family size, the findings and the chance of any false one."""
     comparison = write_comparison([runs["low"], runs["high"]], tmp_path / "cmp")
     tested = [c for c in comparison.contrasts if c["status"] == "ok" and c["r"] is not None]
-    flagged = [c for c in comparison.contrasts if c["violation"]]
+    expected = stats.false_discovery_control([c["p"] for c in tested], method="bh")
+    assert [c["p_family"] for c in tested] == pytest.approx(list(expected))
+    assert [c["violation"] for c in tested] == [bool(q <= 0.05) for q in expected]
+    assert not any(c["violation"] for c in comparison.contrasts if c not in tested)
+    flagged = [c for c in tested if c["violation"]]
     assert len(tested) >= 3 and flagged
-    note = (
-        f"{len(tested)} contrasts with an interval were tested and {len(flagged)} exclude 0; with 95% intervals "
-        f"about {0.05 * len(tested):.1f} would exclude 0 by chance alone"
-    )
+    note = f"{len(tested)} contrasts with an interval were tested as one family; {len(flagged)} are findings"
     assert note in (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
     assert note in (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
+
+
+def test_two_runs_of_one_tutor_with_other_seeds_give_no_findings(tmp_path: Path) -> None:
+    """The null: same tutor, fresh seeds. Read one by one at 95%, some of the many contrasts would be flagged."""
+    first = _run(tmp_path, "first", leak=0.3, seed=1)
+    second = _run(tmp_path, "second", leak=0.3, seed=2)
+    comparison = compare_runs([first, second])
+    assert comparison.comparable
+    assert any(c.get("p_family") is not None for c in comparison.contrasts)
+    assert not any(c["violation"] for c in comparison.contrasts)

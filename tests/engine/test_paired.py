@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from engine.paired import (
     Contrast,
     adjust_p,
     bootstrap_r_interval,
+    correct_family,
     detectable_r,
     difference_contrast,
     friedman_then_pairwise,
@@ -536,3 +538,15 @@ def test_detectable_r_grows_with_the_correction_and_shrinks_with_pairs() -> None
     assert detectable_r(15, 5e-5) is None
     assert detectable_r(15, 7e-5) is not None
     assert pytest.approx(float(stats.wilcoxon(np.arange(1.0, 16.0), method="exact").pvalue)) == 2 / 2**15
+
+
+def test_correct_family_marks_findings_by_scipys_benjamini_hochberg() -> None:
+    """Tested rows get scipy's BH-adjusted p; omnibus and insufficient rows are never findings."""
+    ps = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+    rows: list[dict[str, Any]] = [{"status": "ok", "r": 0.3, "p": p, "violation": True} for p in ps]
+    rows += [{"status": "ok", "r": None, "p": 0.0001}, {"status": "insufficient", "r": None, "p": None}]
+    assert correct_family(rows) == len(ps)
+    expected = stats.false_discovery_control(ps, method="bh")
+    assert [row["p_family"] for row in rows[: len(ps)]] == pytest.approx(list(expected))
+    assert [row["violation"] for row in rows] == [bool(q <= 0.05) for q in expected] + [False, False]
+    assert sum(bool(row["violation"]) for row in rows) == 2  # 0.039 alone would pass, not after the correction
