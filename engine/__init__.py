@@ -41,6 +41,7 @@ from .plugins import (
     options_model,
 )
 from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
+from .providers.sim_tasks import sim_knobs, sim_task
 from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .registry import Registry, load_plugins
 from .report import write_report
@@ -114,5 +115,7 @@ __all__ = (
     "preflight",
     "run",
     "run_sync",
+    "sim_knobs",
+    "sim_task",
     "write_report",
 )

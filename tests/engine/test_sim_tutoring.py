@@ -18,9 +18,9 @@ from engine.providers.sim import (
     ENCOURAGEMENT_MARKERS,
     RECOGNITION_MARKERS,
     SimChatModel,
-    _wrong_attempts,
 )
 from engine.text import mentions_answer, numbers_in
+from agents.persona_sim import wrong_attempts as _wrong_attempts
 from judges.turn_quality import TurnQualityVerdict
 from tests.helpers import make_scenario
 

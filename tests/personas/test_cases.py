@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from engine import ITEM_SOURCES, ScenarioError
-from engine.providers.sim_cases import applies, best_criterion
+from agents.cases_sim import applies, best_criterion
 from personas.case_retrieval import tfidf_similarity
 from personas.cases import (
     CHALLENGE_TYPES,

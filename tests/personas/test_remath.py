@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import ITEM_SOURCES, ScenarioError
-from engine.providers import sim_remath
+from agents import remath_sim as sim_remath
 from personas.remath import (
     BUILTIN_ITEMS,
     ERROR_TYPES,
