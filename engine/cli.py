@@ -25,6 +25,7 @@ from .budget import Budget, price_of
 from .errors import ScenarioError
 from .loading import load_scenario
 from .logging import configure_console_logging
+from .modes import mode_of
 from .plan import load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
 from .providers import PROVIDERS
@@ -282,11 +283,9 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
-    if run.read_manifest().get("kind") == "load":
-        from .loadtest import rebuild_summary
-        from .loadtest.report import render_console
-
-        Console().print(render_console(rebuild_summary(run)))
+    mode = mode_of(run.read_manifest())
+    if mode is not None:
+        Console().print(mode.render_console(mode.rebuild(run)))
     else:
         summary = write_report(run_dir)
         Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError, SimError
 from .items import ITEM_SOURCES
+from .modes import mode_of
 from .plan import DESIGNS
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, options_model
 from .providers import PROVIDERS
@@ -50,8 +51,9 @@ def load_scenario(
         raise ScenarioError(f"{path}{where}: invalid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario must be a YAML mapping, got {type(data).__name__}")
-    if data.get("kind") == "load":
-        raise ScenarioError(f"{path} is a load test: run it with `simrun loadtest {path}`")
+    mode = mode_of(data)
+    if mode is not None:
+        raise ScenarioError(f"{path} is {mode.noun}: run it with `{mode.command} {path}`")
     data = apply_overrides(data, overrides=overrides, models=models)
     return build_scenario(
         data, base_dir=path.resolve().parent, source=str(path), tree=tree, check_credentials=check_credentials

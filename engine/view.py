@@ -19,6 +19,7 @@ import click
 import orjson
 
 from .errors import ScenarioError
+from .modes import mode_of
 from .plugins import SUMMARIZERS
 from .records import EpisodeRecord
 from .report import REPORT_HTML, write_report
@@ -38,16 +39,14 @@ class ReportServer(ThreadingHTTPServer):
     def __init__(self, run_dir: Path, port: int = 0) -> None:
         self.run = RunDir(run_dir)
         self.manifest = self.run.read_manifest()
-        load = self.manifest.get("kind") == "load"  # a load test: one page, no episodes
+        mode = mode_of(self.manifest)  # a run mode's run: one page, no episodes
         if not (run_dir / REPORT_HTML).exists() or not (run_dir / SUMMARY).exists():
-            if load:
-                from .loadtest import rebuild_summary
-
-                rebuild_summary(self.run)
+            if mode is not None:
+                mode.rebuild(self.run)
             else:
                 write_report(self.run)
         self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
-        self.summarizer = None if load else SUMMARIZERS.get(self.manifest.get("kind", ""))
+        self.summarizer = None if mode is not None else SUMMARIZERS.get(self.manifest.get("kind", ""))
         self._lock = threading.Lock()
         super().__init__(("127.0.0.1", port), _Handler)
 

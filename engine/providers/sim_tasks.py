@@ -89,7 +89,7 @@ def knobs_model(role: str, core: type[BaseModel]) -> type[BaseModel]:
     extra = tuple(_KNOBS.get(role, ()))
     if not extra:
         return core
-    model: type[BaseModel] = create_model(core.__name__, __base__=(core, *extra), __module__=core.__module__)
+    model: type[BaseModel] = create_model(core.__name__, __base__=(*reversed(extra), core), __module__=core.__module__)
     model.__doc__ = core.__doc__
     return model
 
