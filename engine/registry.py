@@ -67,6 +67,10 @@ class Registry(Generic[T]):
         load_plugins()
         return sorted(self._items)
 
+    def items(self) -> list[tuple[str, T]]:
+        load_plugins()
+        return sorted(self._items.items())
+
     def __contains__(self, name: object) -> bool:
         load_plugins()
         return name in self._items
