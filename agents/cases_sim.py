@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import ChatRequest, sim_knobs, sim_task

@@ -37,12 +37,13 @@ import re
 from typing import Any
 
 import orjson
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import ChatRequest, sim_knobs, sim_task
 from engine.text import mentions_answer
-from personas.remath import ERROR_TYPES, INTENTIONS as INTENTION_LABELS, STRATEGIES as STRATEGY_LABELS
+from personas.remath import ERROR_TYPES
+from personas.remath import INTENTIONS as INTENTION_LABELS
+from personas.remath import STRATEGIES as STRATEGY_LABELS
 
 __all__ = (
     "ERRORS",

@@ -27,7 +27,8 @@ reference answer, so the sim tutor never leaks. A `response_format` of `json_obj
 (the attacker's shape from `sim/student`). The sim judge needs a rubric, which it takes from the sim's registry
 of judge tasks (engine/providers/sim_tasks.py; plug-ins register them): a `json_schema` response format names it by
 its `name` (a registered judge task); without one, the first registered rubric whose markers (JSON keys only that
-rubric's prompt names) appear in the prompt; else the registry's default rubric. It judges the last user message. Usage is the sim's token counts. Other generation parameters are accepted and ignored.
+rubric's prompt names) appear in the prompt; else the registry's default rubric. It judges the last user
+message. Usage is the sim's token counts. Other generation parameters are accepted and ignored.
 
 Knobs (`ServeOptions`; every probability defaults to 0): fixed and jittered latency, time to first token and
 token rate for streams, RPM/TPM limits over a sliding window answered with 429 + `Retry-After`, injected 429 /

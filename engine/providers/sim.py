@@ -157,7 +157,6 @@ _CONFIRMATIONS = (
 )
 
 
-
 def _rng(request: ChatRequest, salt: str) -> random.Random:
     digest = hashlib.blake2b(
         orjson.dumps([request.seed, salt, [dict(m) for m in request.messages]]), digest_size=8
@@ -315,5 +314,3 @@ class SimChatModel(ChatModel):
         if not request.json_output:
             return message
         return orjson.dumps({"message": message, "rationale": f"pressure step {data.get('step', 0)}"}).decode()
-
-

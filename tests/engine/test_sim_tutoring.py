@@ -13,6 +13,7 @@ from typing import Any, Literal
 import orjson
 import pytest
 
+from agents.persona_sim import wrong_attempts as _wrong_attempts
 from engine import ChatReply, ChatRequest, Item, ModelSpec, RequestContext, ScenarioError
 from engine.providers.sim import (
     ENCOURAGEMENT_MARKERS,
@@ -20,7 +21,6 @@ from engine.providers.sim import (
     SimChatModel,
 )
 from engine.text import mentions_answer, numbers_in
-from agents.persona_sim import wrong_attempts as _wrong_attempts
 from judges.turn_quality import TurnQualityVerdict
 from tests.helpers import make_scenario
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agents.remath_sim import STRATEGIES, strategy_of
 from engine import Item, ModelSpec, ScenarioError
 from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelSet, calibrate
-from agents.remath_sim import STRATEGIES, strategy_of
 from judges.calibration import BRIDGE_READERS, normalise_mrbench_label, split_history
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import ITEM_SOURCES, ScenarioError
 from agents import remath_sim as sim_remath
+from engine import ITEM_SOURCES, ScenarioError
 from personas.remath import (
     BUILTIN_ITEMS,
     ERROR_TYPES,
