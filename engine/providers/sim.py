@@ -132,7 +132,7 @@ _STEPS = (
 )
 _OPENERS = ("", "Honestly, ", "Look, ", "Okay, but ", "Please, ", "Come on, ")
 
-# Tutor-led dialogues (the fairness protocol). The judge detects these phrases, so keep the lists in step.
+# Tutor-led dialogues. Judges detect these phrases, so keep the lists in step.
 RECOGNITION_MARKERS = ("not quite", "isn't right", "doesn't work here")
 ENCOURAGEMENT_MARKERS = ("sensible try", "good effort", "common slip")
 ACTION_PATTERN = re.compile(
