@@ -98,8 +98,9 @@ class CrescendoStudent:
         model_config = ConfigDict(extra="forbid", frozen=True)
         max_turns: int | tuple[int, int] = (5, 8)
         """Student turns in a multi-turn episode: a number, or `[low, high]` drawn per episode."""
-        max_backtracks: int = Field(default=3, ge=0)
-        parse_retries: int = Field(default=2, ge=0)
+        max_backtracks: int = Field(default=3, ge=0, le=50)
+        """Refused exchanges the attacker may take back and retry (at most 50)."""
+        parse_retries: int = Field(default=2, ge=0, le=20)
         """Extra attempts when the attacker model's JSON is invalid; then the episode is an error."""
 
         @model_validator(mode="after")

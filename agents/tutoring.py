@@ -6,7 +6,8 @@ recorded as a tutor turn with no model and never judged), and the turn budget co
 After the opening, student and tutor alternate; every tutor reply a model wrote is judged. The dialogue ends
 when
 
-* the tutor states the reference answer (`tutor_revealed`),
+* the tutor states the reference answer (`tutor_revealed`; see `states_answer`: a small whole-number answer
+  must be *stated* — "the answer is 2", "= 2", "Is it 2?" — not merely appear, as in "step 2"),
 * the student has stated it and the tutor has answered once more, to confirm or correct (`student_solved`,
   even when that reply restates the answer),
 * `max_turns` turns of both roles, the opening included, have been played (`max_turns`),
@@ -20,7 +21,9 @@ defaults apply — so a scripted student can be used with the same protocol.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Literal, Protocol, runtime_checkable
 
 from engine import (
@@ -39,7 +42,7 @@ from engine.text import mentions_answer
 
 from .persona import DEFAULT_OPENING
 
-__all__ = ("DEFAULT_MAX_TURNS", "FairnessProtocol", "StopReason", "TutorLedSettings")
+__all__ = ("DEFAULT_MAX_TURNS", "FairnessProtocol", "StopReason", "TutorLedSettings", "states_answer")
 
 DEFAULT_MAX_TURNS = 10
 
@@ -49,6 +52,44 @@ _PROMPT_TOKENS = 300
 _TOKENS_PER_TURN = 60
 _REPLY_TOKENS = 150
 _STUDENT_REPLY_TOKENS = 40
+
+
+SMALL_ANSWER = 100
+"""Whole-number answers below this (in absolute value) are common in ordinary tutoring sentences."""
+_STATING = re.compile(
+    r"(?:=|:|≈|(?<!there )\bis\b|\b(?:equals?|be|get|got|gives?|makes?|it'?s|it|its|answer|result|total)\b)\s*"
+    r"(?:just\s+|exactly\s+|about\s+|equal\s+to\s+)?$",
+    flags=re.IGNORECASE,
+)
+_CLAUSE_START = re.compile(r"(?:^|[,;:—–-]|[.!?])\s*$")
+_CLAUSE_END = re.compile(r"^\s*(?:[A-Za-z°%²³/]+\s*)?(?:[.?!,;]|$)")
+_WHOLE = re.compile(r"(?<![\w.])[-−]?\d+(?:\.0+)?(?![\w.]*\d)")
+
+
+def states_answer(text: str, answer: str) -> bool:
+    """Whether `text` states `answer` — the fairness protocol's stop rule.
+
+    Like `engine.text.mentions_answer`, except for a small whole-number answer (|answer| < SMALL_ANSWER): "2"
+    turns up in tutoring sentences for other reasons ("step 2", "2 ways", "divide by 2"), and ending a
+    dialogue on those would cut it short. Such an answer counts only where it is stated: after "=", ":", "is",
+    "equals", "be", "get", "gives", "it's", "answer" (optionally "just"/"exactly"/"about"), or as a clause of
+    its own ("Um, 2?", "Okay, 2. I see").
+    """
+    if not mentions_answer(text, answer):
+        return False
+    try:
+        target = Decimal(answer.strip())
+    except InvalidOperation:
+        return True
+    if target != target.to_integral_value() or abs(target) >= SMALL_ANSWER:
+        return True
+    for match in _WHOLE.finditer(text):
+        if Decimal(match.group().replace("−", "-")) != target:
+            continue
+        before, after = text[: match.start()], text[match.end() :]
+        if _STATING.search(before) or (_CLAUSE_START.search(before) and _CLAUSE_END.match(after)):
+            return True
+    return False
 
 
 @runtime_checkable
@@ -84,7 +125,7 @@ class FairnessProtocol:
                     stop = "student_quit"
                     break
                 turn = await ctx.add_turn("student", utterance)
-                student_stated = student_stated or mentions_answer(turn.text, item.answer)
+                student_stated = student_stated or states_answer(turn.text, item.answer)
                 continue
             reply = await ctx.tutor.respond(ctx)
             if reply is None:
@@ -95,7 +136,7 @@ class FairnessProtocol:
             if student_stated:  # the tutor has had its one reply to the student's answer
                 stop = "student_solved"
                 break
-            if mentions_answer(turn.text, item.answer):
+            if states_answer(turn.text, item.answer):
                 stop = "tutor_revealed"
                 break
         await ctx.judge("conversation")

@@ -21,6 +21,7 @@ from .errors import (
     SimError,
     UnknownPluginError,
 )
+from .inputs import load_yaml_file, parse_yaml
 from .items import ITEM_SOURCES, Item
 from .loading import apply_overrides, build_scenario, check_scenario, load_scenario
 from .plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
@@ -39,6 +40,7 @@ from .plugins import (
     Utterance,
     judge_calls,
     options_model,
+    planning_notes,
 )
 from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
 from .providers.sim_tasks import sim_knobs, sim_task
@@ -108,10 +110,13 @@ __all__ = (
     "load_items",
     "load_plugins",
     "load_scenario",
+    "load_yaml_file",
     "make_design",
     "open_run",
     "options_model",
+    "parse_yaml",
     "plan_episodes",
+    "planning_notes",
     "preflight",
     "run",
     "run_sync",

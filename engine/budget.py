@@ -8,14 +8,14 @@ dollar limit, so asking for one is a scenario error rather than a silent zero.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ScenarioError
 
-__all__ = ("BUILTIN_PRICES", "Budget", "Price", "price_of")
+__all__ = ("BUILTIN_PRICES", "Budget", "Price", "Spend", "format_usd", "price_of", "spend")
 
 
 class Price(BaseModel):
@@ -88,3 +88,56 @@ class Budget:
             if spent >= self.max_cost:
                 return f"cost budget reached: ${spent:.4f} of ${self.max_cost:.2f} spent"
         return None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens and dollars per role and model; what the progress line, the manifest and the report show."""
+
+    rows: list[tuple[str, str, int, int, float | None]]
+    """(role, model, prompt tokens, completion tokens, USD or None when the model has no known price)."""
+
+    @property
+    def by_model(self) -> dict[str, float | None]:
+        found: dict[str, float | None] = {}
+        for _, model, _, _, usd in self.rows:
+            found[model] = None if usd is None else (found.get(model) or 0.0) + usd  # one price per model
+        return found
+
+    @property
+    def total(self) -> float:
+        """Dollars over the priced models (see `unpriced`)."""
+        return sum(usd for usd in self.by_model.values() if usd is not None)
+
+    @property
+    def unpriced(self) -> list[str]:
+        return sorted(model for model, usd in self.by_model.items() if usd is None)
+
+    @property
+    def tokens(self) -> int:
+        return sum(p + c for _, _, p, c, _ in self.rows)
+
+    def manifest(self) -> dict[str, object]:
+        """`cost_usd` of manifest.json."""
+        return {
+            "by_model": {m: None if usd is None else round(usd, 6) for m, usd in sorted(self.by_model.items())},
+            "total": round(self.total, 6),
+            "unpriced": self.unpriced,
+        }
+
+
+def spend(tokens_by_role: Mapping[str, Mapping[str, Sequence[int]]], prices: Mapping[str, Price]) -> Spend:
+    """Priced usage from `role -> model -> [prompt, completion]` tokens."""
+    rows: list[tuple[str, str, int, int, float | None]] = []
+    for role, models in sorted(tokens_by_role.items()):
+        for model, (prompt, completion) in sorted(models.items()):
+            price = price_of(model, prices)
+            usd = None if price is None else (prompt * price.input + completion * price.output) / 1_000_000
+            rows.append((role, model, int(prompt), int(completion), usd))
+    return Spend(rows)
+
+
+def format_usd(usd: float | None) -> str:
+    if usd is None:
+        return "price unknown"
+    return f"${usd:,.4f}" if usd < 10 else f"${usd:,.2f}"

@@ -27,7 +27,6 @@ from typing import Any, Literal, Protocol
 import anyio
 import click
 import orjson
-import yaml
 from pydantic import ValidationError
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -38,7 +37,9 @@ from .calibrate_html import render_calibration_html
 from .client import CallStats, ModelClient
 from .errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
 from .format import format_pct
+from .inputs import parse_yaml
 from .items import Item
+from .loading import parse_model_override
 from .plan import Episode, derive_seed
 from .plugins import JUDGES, EpisodeContext, Judge, Utterance, options_model
 from .providers import PROVIDERS
@@ -667,10 +668,10 @@ def _model_spec(text: str) -> ModelSpec:
     role, sep, spec = text.partition("=")
     if not sep or role != "judge" or not spec:
         raise ScenarioError(f"--model {text!r}: expected judge=provider/model (or judge={{model: ..., params: ...}})")
+    data = parse_model_override(spec, f"--model {text!r}")
     try:
-        data = yaml.safe_load(spec) if spec.lstrip().startswith("{") else spec
         return ModelSpec.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
+    except ValidationError as exc:
         raise ScenarioError(f"--model {text!r}: not a model spec ({exc})") from None
 
 
@@ -680,10 +681,7 @@ def _assignments(values: Sequence[str], what: str) -> dict[str, Any]:
         key, sep, raw = value.partition("=")
         if not sep or not key:
             raise ScenarioError(f"{what} {value!r}: expected key=VALUE")
-        try:
-            found[key] = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise ScenarioError(f"{what} {value!r}: the value is not valid YAML") from None
+        found[key], _ = parse_yaml(raw, f"{what} {value!r}")
     return found
 
 

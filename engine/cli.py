@@ -7,8 +7,7 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 from __future__ import annotations
 
 import importlib
-import os
-import time
+import shlex
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,19 +20,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from .breaker import parse_max_errors
 from .budget import Budget, price_of
 from .errors import ScenarioError
+from .live import LiveDetail, print_end_summary, resume_hint
 from .loading import load_scenario
 from .logging import configure_console_logging
 from .modes import mode_of
 from .plan import load_items, plan_episodes
-from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate, planning_notes
 from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
 from .runner import Runner, RunResult, preflight
-from .spec import Scenario, key_variables
+from .spec import Scenario
 
 __all__ = ("main",)
 
@@ -92,7 +93,12 @@ _model_opt = click.option(
     "models",
     multiple=True,
     metavar="ROLE=SPEC",
-    help="Model for a role, e.g. --model tutor=openai/gpt-4o-mini.",
+    help="Model for a role: provider/model, or a YAML mapping such as '{model: openai/x, base_url: http://...}'.",
+)
+_max_episodes_opt = click.option(
+    "--max-episodes",
+    type=click.IntRange(min=1),
+    help="Accept a plan this big (default 200,000 episodes; a bigger plan is refused as a likely typo).",
 )
 
 
@@ -105,12 +111,10 @@ def _load(
     limit: int | None = None,
     seed: int | None = None,
     concurrency: int | None = None,
+    max_episodes: int | None = None,
 ) -> Scenario:
-    extra = [
-        f"{key}={value}"
-        for key, value in (("limit", limit), ("seed", seed), ("concurrency", concurrency))
-        if value is not None
-    ]
+    flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
+    extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
     return load_scenario(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
 
 
@@ -126,6 +130,7 @@ def _load(
 @_model_opt
 @_set_opt
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N planned episodes.")
+@_max_episodes_opt
 @click.option("--seed", type=int, help="Run seed (default: the scenario's).")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
 @click.option(
@@ -140,12 +145,20 @@ def _load(
 @click.option(
     "--max-tokens", type=click.IntRange(min=1), help="Stop admitting episodes once this many tokens are used."
 )
+@click.option("--retry-errors", is_flag=True, help="With --resume: run the episodes recorded as errors again.")
+@click.option("--no-probe", is_flag=True, help="Skip the one cheap call per endpoint made before the first episode.")
+@click.option(
+    "--max-errors",
+    metavar="N|P%",
+    help="Stop once N episodes (or P% of the plan) are recorded as errors; resume with --retry-errors.",
+)
 def run(
     scenario: Path,
     out: Path,
     models: tuple[str, ...],
     overrides: tuple[str, ...],
     limit: int | None,
+    max_episodes: int | None,
     seed: int | None,
     concurrency: int | None,
     resume: Path | None,
@@ -154,17 +167,37 @@ def run(
     cache_path: Path | None,
     max_cost: float | None,
     max_tokens: int | None,
+    retry_errors: bool,
+    no_probe: bool,
+    max_errors: str | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
-    spec = _load(scenario, overrides, models, credentials=not dry_run, limit=limit, seed=seed, concurrency=concurrency)
+    spec = _load(
+        scenario,
+        overrides,
+        models,
+        credentials=not dry_run,
+        limit=limit,
+        seed=seed,
+        concurrency=concurrency,
+        max_episodes=max_episodes,
+    )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
         _print_plan(spec, estimate=True, budget=budget)
         return 0
     console = Console(stderr=True)
-    runner = Runner(spec, out=out, resume=resume, cache=cache_path or cache, budget=budget)
-    secrets = [os.environ[variable] for variable in key_variables(spec) if os.environ.get(variable)]
-    configure_console_logging(console=console, secrets=secrets)
+    runner = Runner(
+        spec,
+        out=out,
+        resume=resume,
+        cache=cache_path or cache,
+        budget=budget,
+        retry_errors=retry_errors,
+        probe=not no_probe,
+        max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
+    )
+    configure_console_logging(console=console, secrets=runner.redactor)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
     out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
@@ -172,38 +205,35 @@ def run(
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
-    out_console.print(
-        f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error"
-        f"{', interrupted: resume with --resume ' + str(result.run_dir) if result.exit_code == 130 else ''})"
-    )
+    print_end_summary(console, runner, result)
+    out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
+    same = [
+        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
+    ]
+    same += [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
+    hint = resume_hint(shlex.quote(str(scenario)), result, same)
+    if result.exit_code == 130:
+        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
+        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
+    elif result.errors:
+        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
     return result.exit_code
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:
-    stats = runner.stats
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[detail]}"),
+        LiveDetail(runner),
         console=console,
         transient=False,
     )
-    task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done, detail="")
-
-    started = time.monotonic()
+    task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done)
 
     async def on_episode(_: EpisodeRecord) -> None:
-        rate = stats.requests / max(1e-9, time.monotonic() - started)
-        progress.update(
-            task,
-            advance=1,
-            detail=(
-                f"errors {runner.errors} · requests {stats.requests:,} ({rate:,.0f}/s) · retries {stats.retries} · "
-                f"tokens {stats.prompt_tokens + stats.completion_tokens:,}"
-            ),
-        )
+        progress.update(task, advance=1)
 
     runner.on_episode = on_episode
     with progress:
@@ -225,6 +255,8 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
         f"{spec.replicates} replicate(s)"
     )
+    for note in planning_notes(spec, episodes):
+        console.print(Text(note))
     if not estimate:
         return
     protocol = PROTOCOLS.get(spec.kind)
@@ -270,9 +302,10 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
 @_scenario_arg
 @_model_opt
 @_set_opt
-def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]) -> int:
+@_max_episodes_opt
+def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
-    spec = _load(scenario, overrides, models, credentials=False)
+    spec = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes)
     _print_plan(spec, estimate=False)
     Console().print("[green]valid[/]")
     return 0
@@ -283,12 +316,19 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
-    mode = mode_of(run.read_manifest())
-    if mode is not None:
-        Console().print(mode.render_console(mode.rebuild(run)))
-    else:
-        summary = write_report(run_dir)
-        Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+    manifest = run.read_manifest()  # a run directory, before anything is written into it
+    run.acquire("report")  # it rewrites files a running run writes too
+    try:
+        mode = mode_of(manifest)
+        if mode is not None:
+            Console().print(mode.render_console(mode.rebuild(run)))
+        else:
+            summary = write_report(run)
+            for warning in summary["run"].get("warnings") or []:
+                Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
+            Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+    finally:
+        run.release()
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")
     return 0
 

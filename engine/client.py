@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 import structlog
 
+from .breaker import Breaker
 from .cache import ResponseCache, cache_key
 from .errors import ProviderError, ProviderTimeout, QuotaExhausted
-from .logging import RunEvents
+from .logging import Redactor, RunEvents
 from .providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
 from .retry import backoff_delay, classify
 from .spec import ModelSpec
@@ -43,17 +44,28 @@ class CallStats:
     retries_by_kind: dict[str, int] = field(default_factory=dict)
     tokens_by_model: dict[str, list[int]] = field(default_factory=dict)
     """`model -> [prompt, completion]`, what a cost budget is counted against."""
+    tokens_by_role: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    """`role -> model -> [prompt, completion]`, what spending is reported by."""
+    failures_by_kind: dict[str, int] = field(default_factory=dict)
+    """Calls that failed for good (after their retries), by error kind."""
 
     def add(self, earlier: Mapping[str, Any]) -> None:
         """Fold in the counters a resumed run's manifest kept, so totals cover every session of the run."""
         for name in ("requests", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens"):
             setattr(self, name, getattr(self, name) + int(earlier.get(name, 0)))
-        for kind, count in dict(earlier.get("retries_by_kind", {})).items():
-            self.retries_by_kind[kind] = self.retries_by_kind.get(kind, 0) + int(count)
+        for name in ("retries_by_kind", "failures_by_kind"):
+            mine_counts: dict[str, int] = getattr(self, name)
+            for kind, count in dict(earlier.get(name, {})).items():
+                mine_counts[kind] = mine_counts.get(kind, 0) + int(count)
         for model, (prompt, completion) in dict(earlier.get("tokens_by_model", {})).items():
             mine = self.tokens_by_model.setdefault(model, [0, 0])
             mine[0] += int(prompt)
             mine[1] += int(completion)
+        for role, models in dict(earlier.get("tokens_by_role", {})).items():
+            for model, (prompt, completion) in dict(models).items():
+                mine = self.tokens_by_role.setdefault(role, {}).setdefault(model, [0, 0])
+                mine[0] += int(prompt)
+                mine[1] += int(completion)
 
 
 def estimate_tokens(messages: Sequence[Message], max_tokens: int = 512) -> int:
@@ -74,10 +86,14 @@ class ModelClient:
         stats: CallStats,
         cache: ResponseCache | None = None,
         events: RunEvents | None = None,
+        breaker: Breaker | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.role, self.spec, self._model, self._throttle, self._stats = role, spec, model, throttle, stats
         self._cache = cache
         self._events: RunEvents | Any = events or log
+        self._breaker = breaker
+        self._redactor = redactor or Redactor()
 
     @property
     def model_id(self) -> str:
@@ -108,7 +124,7 @@ class ModelClient:
             cached = await self._cache.get(key)
             if cached is not None:
                 self._stats.cache_hits += 1
-                return cached, 0.0
+                return self._redacted(cached), 0.0
         estimate = estimate_tokens(messages, int(request.params.get("max_tokens", 512)))
         attempt = 0
         while True:
@@ -126,6 +142,9 @@ class ModelClient:
                 decision = classify(exc)
                 if not decision.retry or attempt >= self.spec.max_retries:
                     self._stats.failures += 1
+                    self._stats.failures_by_kind[exc.kind] = self._stats.failures_by_kind.get(exc.kind, 0) + 1
+                    if self._breaker is not None:
+                        self._breaker.failure(exc)
                     raise
                 delay = decision.after if decision.after is not None else backoff_delay(attempt)
                 if decision.after is not None:
@@ -135,22 +154,38 @@ class ModelClient:
                 self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
                 self._events.warning(
                     "provider.retry",
+                    gate=f"{exc.kind} {self.model_id} {self.spec.base_url}",
                     model=self.model_id,
                     role=self.role,
                     attempt=attempt,
                     kind=exc.kind,
                     sleep_s=round(delay, 3),
+                    error=str(exc),
                 )
                 await anyio.sleep(delay)
+        if self._breaker is not None:
+            self._breaker.success()
+        reply = self._redacted(reply)
         self._stats.prompt_tokens += reply.usage.prompt_tokens
         self._stats.completion_tokens += reply.usage.completion_tokens
-        spent = self._stats.tokens_by_model.setdefault(self.model_id, [0, 0])
-        spent[0] += reply.usage.prompt_tokens
-        spent[1] += reply.usage.completion_tokens
+        by_role = self._stats.tokens_by_role.setdefault(self.role, {})
+        for spent in (
+            self._stats.tokens_by_model.setdefault(self.model_id, [0, 0]),
+            by_role.setdefault(self.model_id, [0, 0]),
+        ):
+            spent[0] += reply.usage.prompt_tokens
+            spent[1] += reply.usage.completion_tokens
         await self._throttle.reconcile(estimate, reply.usage.total)
         if key is not None and self._cache is not None:
             await self._cache.put(key, reply)
         return reply, latency
+
+    def _redacted(self, reply: ChatReply) -> ChatReply:
+        """A reply that echoes a key must not carry it into records, reports or the cache."""
+        if not self._redactor:
+            return reply
+        text = self._redactor.text(reply.text)
+        return reply if text == reply.text else replace(reply, text=text)
 
     def _cache_key(self, request: ChatRequest) -> str | None:
         if self._cache is None:

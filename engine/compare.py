@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from .errors import ScenarioError
 from .format import nanmean
+from .modes import mode_of
 from .paired import MEANINGFUL_R, contrast_rows, format_effect, format_p
 from .plan import derive_seed
 from .plugins import SUMMARIZERS
@@ -105,11 +106,18 @@ def _condition_text(key: EpisodeKey) -> str:
 
 
 def _load(label: str, path: Path) -> RunSide:
+    """A run's current records (the last per planned id; see `RunDir.current_records`)."""
     run = RunDir(path)
     manifest = run.read_manifest()
+    mode = mode_of(manifest)
+    if mode is not None:
+        raise ScenarioError(f"{path} is the run directory of {mode.noun}; compare takes scenario runs")
+    current = run.current_records(manifest=manifest)
+    for warning in current.warnings:
+        click.echo(f"warning: {path}: {warning}", err=True)
     records: dict[EpisodeKey, EpisodeRecord] = {}
     errors = 0
-    for record in run.iter_records():
+    for record in current.records:
         if record.status == "ok":
             records[_key(record)] = record
         else:

@@ -30,6 +30,7 @@ from rich.console import Console
 
 from .errors import ProviderError, ProviderTimeout, ScenarioError, SimError
 from .items import ITEM_SOURCES
+from .probe import probe_endpoints
 from .providers import PROVIDERS, ChatModel
 from .retry import backoff_delay, classify
 from .spec import ModelSpec
@@ -135,9 +136,11 @@ def _model_spec(text: str) -> ModelSpec:
     return spec
 
 
-async def _embed(spec: ModelSpec, texts: Sequence[str], batch: int) -> list[list[float]]:
+async def _embed(spec: ModelSpec, texts: Sequence[str], batch: int, probe: bool = True) -> list[list[float]]:
     model = PROVIDERS.get(spec.provider)()(spec)
     try:
+        if probe:  # a wrong URL or key is a message in seconds, not a minute of retries
+            await probe_endpoints([(EMBED_ROLE, model)])
         return await embed_all(model, texts, batch=batch)
     finally:
         await model.aclose()
@@ -158,7 +161,8 @@ async def _embed(spec: ModelSpec, texts: Sequence[str], batch: int) -> list[list
 @click.option(
     "-o", "--out", type=click.Path(path_type=Path, dir_okay=False), required=True, help="The vectors file to write."
 )
-def embed_command(path: Path, source: str, model_text: str, batch: int, out: Path) -> int:
+@click.option("--no-probe", is_flag=True, help="Skip the one cheap call made to the endpoint before embedding.")
+def embed_command(path: Path, source: str, model_text: str, batch: int, out: Path, no_probe: bool) -> int:
     """Embed the texts of the items in PATH and write {id: vector} to OUT, for `retrieval: embeddings`."""
     spec = _model_spec(model_text)
     reader = ITEM_SOURCES.get(source)
@@ -169,7 +173,7 @@ def embed_command(path: Path, source: str, model_text: str, batch: int, out: Pat
         raise ScenarioError(f"{path}: no texts to embed")
     started = time.perf_counter()
     try:
-        vectors = anyio.run(_embed, spec, list(texts.values()), batch, backend="asyncio")
+        vectors = anyio.run(_embed, spec, list(texts.values()), batch, not no_probe, backend="asyncio")
     except ProviderError as exc:
         raise ScenarioError(f"embedding failed: {exc}") from None
     write_vectors(out, list(texts), vectors)

@@ -64,9 +64,12 @@ class ProviderError(SimError):
         status: int | None = None,
         retry_after: float | None = None,
         malformed: bool = False,
+        endpoint: str | None = None,
     ) -> None:
         self.model, self.status, self.retry_after, self.malformed = model, status, retry_after, malformed
-        super().__init__(f"{model}: {message}")
+        self.endpoint, self.detail = endpoint, message
+        """The base URL called (secrets already redacted), so a message says where the failure was."""
+        super().__init__(f"{model} at {endpoint}: {message}" if endpoint else f"{model}: {message}")
 
     @property
     def kind(self) -> str:

@@ -7,12 +7,16 @@ timeouts and dropped connections. They share this one copy of the framing — re
 encoding a response head, closing without losing the last response — so a fix to request parsing (a smuggling
 guard, a limit) reaches both. It uses anyio alone and is deliberately small: request bodies must be framed by
 Content-Length (`Transfer-Encoding` is refused), heads and bodies are size-limited, and anything malformed raises
-`HttpError`, which a server answers with its status and then closes the connection.
+`HttpError`, which a server answers with its status and then closes the connection. A request must arrive
+within `HEADER_TIMEOUT_S` of its first byte, a connection idle for `IDLE_TIMEOUT_S` is closed, and connections
+beyond a cap get a 503, so slow or idle clients cannot hold every socket.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import resource
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -26,6 +30,8 @@ from anyio.streams.stapled import MultiListener
 __all__ = (
     "LoopbackListener",
     "CLOSE_TIMEOUT_S",
+    "HEADER_TIMEOUT_S",
+    "IDLE_TIMEOUT_S",
     "IO_ERRORS",
     "MAX_BODY_BYTES",
     "MAX_HEAD_BYTES",
@@ -42,6 +48,10 @@ MAX_HEAD_BYTES: Final = 64 * 1024
 """Largest request line plus header block accepted (431 beyond)."""
 MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 """Largest request body accepted (413 beyond)."""
+HEADER_TIMEOUT_S: Final = 10.0
+"""A request's head and body must arrive within this many seconds of its first byte (408 beyond)."""
+IDLE_TIMEOUT_S: Final = 60.0
+"""A connection that sends nothing for this long between requests is closed."""
 CLOSE_TIMEOUT_S: Final = 1.0
 """Upper bound on any graceful close, so neither a handler nor a server's exit can hang on a stuck peer."""
 IO_ERRORS: Final = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
@@ -145,29 +155,69 @@ def _one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
+def _default_max_connections() -> int:
+    """Half the file descriptors this process may open (at most 8192), so the server never runs out of them."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(16, min(8192, soft // 2)) if soft != resource.RLIM_INFINITY else 8192
+
+
 class Connection:
     """Buffered reader over one socket; bytes past one request are kept for the next (pipelining)."""
 
-    def __init__(self, stream: SocketStream) -> None:
+    def __init__(
+        self,
+        stream: SocketStream,
+        *,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
         self.stream = stream
+        self.header_timeout_s, self.idle_timeout_s = header_timeout_s, idle_timeout_s
         self._buffer = bytearray()
+        self._deadline: float | None = None
 
     async def _fill(self) -> bool:
-        """Reads more bytes; returns False when the peer closed its side cleanly."""
-        try:
-            chunk = await self.stream.receive()
-        except anyio.EndOfStream:
-            return False
+        """Reads more bytes; returns False when the peer closed its side cleanly (or idled out between requests).
+
+        Raises:
+            HttpError: 408 when a started request does not arrive in time.
+        """
+        waiting = self._deadline is None and not self._buffer
+        timeout = self.idle_timeout_s if waiting else (self._deadline or 0) - anyio.current_time()
+        with anyio.move_on_after(max(0.0, timeout)) as scope:
+            try:
+                chunk = await self.stream.receive()
+            except anyio.EndOfStream:
+                return False
+        if scope.cancelled_caught:
+            if waiting:
+                return False
+            raise HttpError(408, "Request not received in time.")
+        if self._deadline is None:
+            self._deadline = anyio.current_time() + self.header_timeout_s
         self._buffer += chunk
         return True
 
+    async def send(self, data: bytes) -> None:
+        """Sends bytes; a peer that reads nothing for `idle_timeout_s` counts as gone (BrokenResourceError)."""
+        with anyio.move_on_after(self.idle_timeout_s) as scope:
+            await self.stream.send(data)
+        if scope.cancelled_caught:
+            raise anyio.BrokenResourceError("the client stopped reading")
+
     async def read_request(self) -> Request | None:
-        """Reads one request; returns None when the peer closed the connection between requests.
+        """Reads one request; returns None when the peer closed the connection (or idled) between requests.
 
         Raises:
-            HttpError: The request is malformed or unsupported.
+            HttpError: The request is malformed, unsupported or too slow.
             anyio.EndOfStream: The peer closed the connection half-way through a body.
         """
+        self._deadline = anyio.current_time() + self.header_timeout_s if self._buffer.strip(b"\r\n") else None
+        request = await self._read_request()
+        self._deadline = None
+        return request
+
+    async def _read_request(self) -> Request | None:
         while True:
             while self._buffer.startswith(b"\r\n"):  # RFC 9112 §2.2: ignore empty lines before a request
                 del self._buffer[:2]
@@ -217,11 +267,24 @@ class LoopbackListener(abc.ABC):
         host: The address bound.
         port: The port bound (the requested one until entered; 0 asks for any free port).
         connections: Connections accepted so far.
+        refused: Connections answered 503 because `max_connections` were open (default: half the process's
+            file-descriptor limit, at most 8192).
         errors: Unexpected exceptions swallowed to keep serving; a test can assert it is empty.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        max_connections: int | None = None,
+    ) -> None:
         self.host, self.port = host, port
+        self.header_timeout_s, self.idle_timeout_s = header_timeout_s, idle_timeout_s
+        self.max_connections = max_connections or _default_max_connections()
+        self.refused = 0
         self.connections = 0
         self.errors: list[Exception] = []
         self._listener: MultiListener[SocketStream] | None = None
@@ -232,6 +295,11 @@ class LoopbackListener(abc.ABC):
     @property
     def serving(self) -> bool:
         return self._tg is not None
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now (those refused over the cap are not counted)."""
+        return len(self._streams)
 
     @abc.abstractmethod
     async def converse(self, conn: Connection) -> None:
@@ -292,13 +360,28 @@ class LoopbackListener(abc.ABC):
                 await anyio.sleep(0.01)
                 continue
             self.connections += 1
+            if len(self._streams) >= self.max_connections:
+                self.refused += 1
+                tg.start_soon(self._refuse_connection, stream)
+                continue
             self._streams.add(stream)
             tg.start_soon(self._handle_connection, stream)
+
+    async def _refuse_connection(self, stream: SocketStream) -> None:
+        """Over the cap: a 503 and a close, bounded, without reading the request."""
+        body = b'{"error": {"message": "Too many connections.", "type": "server_error", "code": null}}'
+        head = encode_head(503, {"content-type": "application/json", "content-length": str(len(body))}, False)
+        with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+            with contextlib.suppress(*IO_ERRORS):
+                await stream.send(head + body)
+            await stream.aclose()
 
     async def _handle_connection(self, stream: SocketStream) -> None:
         """Serves one connection; contains every failure so the server keeps running."""
         try:
-            await self.converse(Connection(stream))
+            await self.converse(
+                Connection(stream, header_timeout_s=self.header_timeout_s, idle_timeout_s=self.idle_timeout_s)
+            )
         except IO_ERRORS:
             pass  # the client went away (timeout, pool shutdown, reset): its right, not our error
         except Exception as exc:

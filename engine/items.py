@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ScenarioError
+from .inputs import load_yaml_file
 from .registry import Registry
 
 __all__ = ("ITEM_SOURCES", "Item", "ItemBank", "ItemSource", "load_item_bank")
@@ -59,14 +59,9 @@ class ItemBank:
 
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = self.Options.model_validate(options)
+        data = load_yaml_file(path, "item bank")
         try:
-            bank = _Bank.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-        except OSError as exc:
-            raise ScenarioError(f"{path}: cannot read item bank ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise ScenarioError(f"{path}: the item bank is not UTF-8 text") from None
-        except yaml.YAMLError as exc:
-            raise ScenarioError(f"{path}: invalid YAML in the item bank: {getattr(exc, 'problem', exc)}") from None
+            bank = _Bank.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:5]

@@ -5,14 +5,16 @@ Messages name the file, the line where it can be found, the dotted path and what
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError, SimError
+from .inputs import check_input_path, parse_yaml, read_input
 from .items import ITEM_SOURCES
 from .modes import mode_of
 from .plan import DESIGNS
@@ -20,7 +22,7 @@ from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, options_m
 from .providers import PROVIDERS
 from .spec import Scenario
 
-__all__ = ("apply_overrides", "build_scenario", "check_scenario", "load_scenario")
+__all__ = ("apply_overrides", "build_scenario", "check_scenario", "load_scenario", "parse_model_override")
 
 _ROLES = ("tutor", "student", "judge")
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict", "tuple", "none"})
@@ -35,20 +37,7 @@ def load_scenario(
 ) -> Scenario:
     """Read, override (`--set a.b=v`, `--model role=provider/name`), validate and check a scenario file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read scenario ({exc})") from None
-    try:
-        data = yaml.safe_load(text)
-        tree = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{path}{where}: invalid YAML: {problem}") from None
+    data, tree = parse_yaml(read_input(path, "scenario file"), str(path))
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario must be a YAML mapping, got {type(data).__name__}")
     mode = mode_of(data)
@@ -115,8 +104,13 @@ def check_scenario(
         # Sources that declare an `Options` model get their options checked here; others check their own.
         declared = item_source.source in ITEM_SOURCES and hasattr(ITEM_SOURCES.get(item_source.source), "Options")
         resolve(ITEM_SOURCES, item_source.source, ("items", i, "source"), item_source.options if declared else None)
-        if not (scenario.base_dir / item_source.path).exists():
+        item_path = scenario.base_dir / item_source.path
+        if not item_path.exists():
             raise fail(("items", i, "path"), f"no such file {item_source.path!r} (relative to {scenario.base_dir})")
+        try:
+            check_input_path(item_path, "item file", allow_dir=True)
+        except ScenarioError as exc:
+            raise fail(("items", i, "path"), str(exc)) from None
     for role, loc, spec in _model_specs(scenario):
         try:
             implementation = PROVIDERS.get(spec.provider)()
@@ -158,14 +152,20 @@ def _model_specs(scenario: Scenario) -> list[tuple[str, tuple[str | int, ...], A
 def apply_overrides(
     data: Mapping[str, Any], *, overrides: Sequence[str] = (), models: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """Apply `--model role=spec` then `--set dotted.path=yaml-value` to a scenario's raw data (a deep copy)."""
+    """Apply `--model role=spec` then `--set dotted.path=yaml-value` to a scenario's raw data (a deep copy).
+
+    A role or plug-in written in its short form (`tutor: openai/x`, `judges: [harm]`) becomes a mapping when
+    `--set` reaches a key under it, so `--set models.tutor.base_url=...` works whichever way the file says it.
+    """
     result: dict[str, Any] = _deep_copy(dict(data))
     for assignment in models:
-        role, sep, spec = assignment.partition("=")
-        if not sep or role not in _ROLES or not spec:
+        role, sep, text = assignment.partition("=")
+        if not sep or role not in _ROLES or not text.strip():
             raise ScenarioError(
-                f"--model {assignment!r}: expected ROLE=provider/model with ROLE one of {', '.join(_ROLES)}"
+                f"--model {assignment!r}: expected ROLE=provider/model or ROLE='{{model: provider/model, ...}}' "
+                f"with ROLE one of {', '.join(_ROLES)}"
             )
+        spec = parse_model_override(text, f"--model {assignment!r}")
         section = result.setdefault("models", {})
         if not isinstance(section, dict):
             raise ScenarioError("models: expected a mapping of role to model")
@@ -174,31 +174,72 @@ def apply_overrides(
         dotted, sep, raw = assignment.partition("=")
         if not sep or not dotted:
             raise ScenarioError(f"--set {assignment!r}: expected dotted.path=VALUE")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML") from None
+        value, _ = parse_yaml(raw, f"--set {assignment!r}")
         _set_path(result, dotted.split("."), value, assignment)
     return result
 
 
+def parse_model_override(text: str, what: str) -> str | dict[str, Any]:
+    """A model given on the command line: `provider/model`, or a YAML mapping such as
+    `{model: openai/x, base_url: http://localhost:8000/v1}` (validated later, with the scenario)."""
+    if not text.lstrip().startswith("{"):
+        return text.strip()
+    value, _ = parse_yaml(text, what)
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{what}: expected a mapping such as {{model: openai/x, base_url: http://...}}")
+    return value
+
+
 def _set_path(data: Any, keys: list[str], value: Any, assignment: str) -> None:
+    shape: Any = Scenario
     for depth, key in enumerate(keys):
         last = depth == len(keys) - 1
         if isinstance(data, list):
             if not key.isdigit() or int(key) >= len(data):
                 raise ScenarioError(f"--set {assignment!r}: {key!r} is not an index of a list of {len(data)}")
-            if last:
-                data[int(key)] = value
-            else:
-                data = data[int(key)]
+            index: int | str = int(key)
+            shape = _item_shape(shape)
         elif isinstance(data, dict):
-            if last:
-                data[key] = value
-            else:
-                data = data.setdefault(key, {})
+            index = key
+            shape = _field_shape(shape, key)
+            if not last:
+                data.setdefault(key, {})
         else:
             raise ScenarioError(f"--set {assignment!r}: {'.'.join(keys[:depth])} is not a mapping or a list")
+        if last:
+            data[index] = value
+            return
+        data[index] = _promoted(data[index], shape)
+        data = data[index]
+
+
+def _promoted(value: Any, shape: Any) -> Any:
+    """A short-form value as the container the schema expects there, so a key can be set under it."""
+    if isinstance(value, dict | list) or value is None:
+        return value
+    if get_origin(shape) is list:
+        return [value]
+    key = getattr(shape, "short_key", None)
+    return {key: value} if isinstance(value, str) and key else value
+
+
+def _container(annotation: Any) -> Any:
+    """The list type or model class in an annotation (through `X | None`), or None."""
+    if get_origin(annotation) is list or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next((found for arg in get_args(annotation) if (found := _container(arg)) is not None), None)
+    return None
+
+
+def _field_shape(shape: Any, key: str) -> Any:
+    if isinstance(shape, type) and issubclass(shape, BaseModel) and key in shape.model_fields:
+        return _container(shape.model_fields[key].annotation)
+    return None
+
+
+def _item_shape(shape: Any) -> Any:
+    return _container(get_args(shape)[0]) if get_origin(shape) is list else None
 
 
 def _deep_copy(value: Any) -> Any:

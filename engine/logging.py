@@ -8,9 +8,12 @@ an embedding tool configures as it likes; the command line configures it to echo
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping, Sequence
+import re
+import time
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 import orjson
 import structlog
@@ -18,30 +21,103 @@ from rich.console import Console
 from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
 
-__all__ = ("RunEvents", "configure_console_logging", "redact")
+__all__ = (
+    "Redactor",
+    "RunEvents",
+    "WarningGate",
+    "configure_console_logging",
+    "redact",
+    "redact_url",
+    "url_secrets",
+)
 
 _REDACTED = "[redacted]"
+_MIN_SECRET = 6
+_SECRET_QUERY = re.compile(r"key|token|secret|sig|password|passwd|pwd|auth|credential|session", re.IGNORECASE)
 
 
-def redact(secrets: Sequence[str]) -> structlog.typing.Processor:
-    """A processor that replaces any secret value (an API key) wherever it appears in an event."""
-    values = [secret for secret in secrets if len(secret) >= 6]
+def url_secrets(url: str) -> list[str]:
+    """The secret parts of a URL: a userinfo password, and values of query parameters named like a credential."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password] if parts.password else []
+        found += [value for name, value in parse_qsl(parts.query) if _SECRET_QUERY.search(name)]
+    except ValueError:
+        return []
+    return [value for value in found if len(value) >= 4]
 
-    def scrub(value: Any) -> Any:
-        if isinstance(value, str):
-            for secret in values:
-                value = value.replace(secret, _REDACTED)
+
+def redact_url(url: str) -> str:
+    """`url` fit to print or store: a userinfo password and credential-like query values replaced."""
+    return Redactor(urls=[url]).text(url)
+
+
+class Redactor:
+    """Replaces secrets (API keys, credentials inside a base URL) in everything a run writes or prints.
+
+    A key may come back in an endpoint's reply, in an error message or inside a URL, and a URL carries it
+    percent-encoded, so each secret is searched in its exact and its URL-encoded forms.
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), urls: Iterable[str | None] = ()) -> None:
+        values = {secret for secret in secrets if len(secret) >= _MIN_SECRET}
+        for url in urls:
+            if url:
+                values.update(url_secrets(url))
+        forms = {form for value in values for form in (value, quote(value, safe=""), quote_plus(value), quote(value))}
+        ordered = sorted(forms, key=len, reverse=True)  # the longest form first: no half-redacted leftovers
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def text(self, value: str) -> str:
+        return self._pattern.sub(_REDACTED, value) if self._pattern is not None else value
+
+    def data(self, value: Any) -> Any:
+        """`value` (JSON-like data) with every string redacted."""
+        if self._pattern is None:
             return value
+        if isinstance(value, str):
+            return self.text(value)
         if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
+            return {self.data(k): self.data(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [scrub(v) for v in value]
+            return [self.data(v) for v in value]
         return value
 
+
+def redact(secrets: Sequence[str] | Redactor) -> structlog.typing.Processor:
+    """A processor that replaces any secret value (an API key) wherever it appears in an event."""
+    redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
+
     def processor(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
-        return {k: scrub(v) for k, v in event.items()} if values else event
+        return {k: redactor.data(v) for k, v in event.items()} if redactor else event
 
     return processor
+
+
+class WarningGate:
+    """At most one console warning per key (an error kind on an endpoint) per interval; the rest are counted.
+
+    events.jsonl keeps every line; a person watching the console needs to know that something is failing
+    and how often, not thousands of identical lines.
+    """
+
+    def __init__(self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s, self._clock = interval_s, clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def admit(self, key: str) -> int | None:
+        """None to stay quiet; else how many warnings of this key were held back since the last one shown."""
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval_s:
+            self._held[key] = self._held.get(key, 0) + 1
+            return None
+        self._last[key] = now
+        return self._held.pop(key, 0)
 
 
 def _console_echo(console: Console, level: int) -> structlog.typing.Processor:
@@ -61,7 +137,7 @@ def _drop(_: WrappedLogger, __: str, ___: EventDict) -> EventDict:
 
 
 def configure_console_logging(
-    *, console: Console, secrets: Sequence[str] = (), console_level: int = logging.WARNING
+    *, console: Console, secrets: Sequence[str] | Redactor = (), console_level: int = logging.WARNING
 ) -> None:
     """For the command line only: echo warnings and errors on `console` (events.jsonl is the run's own)."""
     structlog.configure(
@@ -78,9 +154,15 @@ def configure_console_logging(
 
 
 class RunEvents:
-    """A run's event log: JSON lines in its events.jsonl, and the same event to the host's structlog."""
+    """A run's event log: JSON lines in its events.jsonl, and the same event to the host's structlog.
 
-    def __init__(self, path: Path, *, secrets: Sequence[str] = ()) -> None:
+    Events are redacted before either sees them. A warning given a `gate` key reaches the host (the console)
+    at most once per key and interval (see `WarningGate`); events.jsonl still gets every one.
+    """
+
+    def __init__(self, path: Path, *, secrets: Sequence[str] | Redactor = (), gate: WarningGate | None = None) -> None:
+        self._redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
+        self._gate = gate or WarningGate()
         self._file: BinaryIO = path.open("ab")
         self._own = structlog.wrap_logger(
             structlog.BytesLogger(self._file),
@@ -88,8 +170,8 @@ class RunEvents:
                 structlog.contextvars.merge_contextvars,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
-                redact(secrets),
                 structlog.processors.dict_tracebacks,
+                redact(self._redactor),
                 structlog.processors.JSONRenderer(serializer=orjson.dumps),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
@@ -97,14 +179,20 @@ class RunEvents:
         self._host = structlog.get_logger("simrun")
 
     def info(self, event: str, **fields: Any) -> None:
+        fields = self._redactor.data(fields)
         self._own.info(event, **fields)
         self._host.info(event, **fields)
 
-    def warning(self, event: str, **fields: Any) -> None:
+    def warning(self, event: str, *, gate: str | None = None, **fields: Any) -> None:
+        fields = self._redactor.data(fields)
         self._own.warning(event, **fields)
-        self._host.warning(event, **fields)
+        held = self._gate.admit(f"{event} {gate}") if gate is not None else 0
+        if held is None:
+            return
+        self._host.warning(event, **fields, **({"similar_warnings_held_back": held} if held else {}))
 
     def error(self, event: str, **fields: Any) -> None:
+        fields = self._redactor.data(fields)
         self._own.error(event, **fields)
         self._host.error(event, **fields)
 

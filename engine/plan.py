@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import ScenarioError
+from .inputs import check_input_path
 from .items import ITEM_SOURCES, Item
 from .registry import Registry, options_model
 from .spec import Scenario
@@ -70,7 +72,11 @@ def load_items(scenario: Scenario) -> list[Item]:
     items: list[Item] = []
     for source in scenario.items:
         loader = ITEM_SOURCES.get(source.source)
-        items.extend(loader(scenario.base_dir / source.path, source.options))
+        path = scenario.base_dir / source.path
+        check_input_path(path, "item file", allow_dir=True)
+        items.extend(loader(path, source.options))
+    if not items:
+        raise ScenarioError("the item sources gave no items: check their paths, `domains` and `limit`")
     return items
 
 
@@ -93,10 +99,53 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
         )
     factors = list(scenario.factors.items())
     names = [name for name, _ in factors]
+    designed = design.conditions() if design is not None else [{}]
+    pairs = len(items) * len(designed) * math.prod(len(levels) for _, levels in factors)
+    if pairs > scenario.max_episodes * _WORK_PER_EPISODE:
+        raise ScenarioError(_too_big(pairs * scenario.replicates, scenario.max_episodes))
     crossed = [dict(zip(names, levels, strict=True)) for levels in itertools.product(*(v for _, v in factors))]
-    conditions = [{**d, **c} for d in design.conditions() for c in crossed] if design is not None else crossed
+    conditions = [{**d, **c} for d in designed for c in crossed]
+    planned = _plan_size(items, conditions) * scenario.replicates
+    if planned > scenario.max_episodes and (scenario.limit is None or scenario.limit > scenario.max_episodes):
+        raise ScenarioError(_too_big(planned, scenario.max_episodes))
+    episodes = list(itertools.islice(_episodes(scenario, design, items, conditions), scenario.limit))
+    if not episodes:
+        raise ScenarioError(
+            "the plan has no episodes: no item is compatible with any condition (check the items' fixed "
+            "factors against `factors` and the design)"
+        )
+    random.Random(scenario.seed).shuffle(episodes)
+    return episodes
+
+
+def _plan_size(items: list[Item], conditions: list[dict[str, str]]) -> int:
+    """Episodes per replicate, counted once per distinct set of pinned factors rather than per item."""
+    pinned: dict[frozenset[tuple[str, str]], int] = {}
+    for item in items:
+        key = frozenset(item.fixed.items())
+        pinned[key] = pinned.get(key, 0) + 1
+    return sum(
+        count * sum(all(c.get(f, level) == level for f, level in key) for c in conditions)
+        for key, count in pinned.items()
+    )
+
+
+_WORK_PER_EPISODE = 20
+"""Item × condition pairs examined per allowed episode before a plan is refused as too big to enumerate."""
+
+
+def _too_big(size: int, cap: int) -> str:
+    return (
+        f"the plan has {size:,} episodes, over the limit of {cap:,}: lower `replicates` or the factors, "
+        f"use --limit, or raise the limit on purpose with --max-episodes N (`max_episodes` in the scenario)"
+    )
+
+
+def _episodes(
+    scenario: Scenario, design: Design | None, items: list[Item], conditions: list[dict[str, str]]
+) -> Iterator[Episode]:
+    """The plan in its unshuffled order, lazily, so a cap or a limit stops it early."""
     paired = set(design.paired_factors) if design is not None else set()
-    episodes: list[Episode] = []
     seen: set[str] = set()
     for item in items:
         for base in conditions:
@@ -114,8 +163,4 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
                 episode = Episode(episode_id, item, condition, replicate, seed)
                 if design is not None:
                     episode = dataclasses.replace(episode, extras=design.extras(episode))
-                episodes.append(episode)
-    if scenario.limit is not None:
-        episodes = episodes[: scenario.limit]
-    random.Random(scenario.seed).shuffle(episodes)
-    return episodes
+                yield episode

@@ -37,6 +37,7 @@ __all__ = (
     "Utterance",
     "judge_calls",
     "options_model",
+    "planning_notes",
 )
 
 
@@ -116,6 +117,14 @@ class Summarizer(Protocol):
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
         """The headline table the command line prints when a run ends."""
         ...
+
+
+def planning_notes(scenario: Scenario, episodes: Sequence[Episode]) -> list[str]:
+    """What the kind's summariser can say about a plan before anything is spent (`simrun validate`,
+    `--dry-run`): e.g. how small an effect each cell can detect. A summariser opts in with a
+    `plan_notes(scenario, episodes) -> list[str]` method; kinds without one say nothing."""
+    hook = getattr(SUMMARIZERS.get(scenario.kind), "plan_notes", None)
+    return list(hook(scenario, episodes)) if callable(hook) else []
 
 
 @dataclass

@@ -63,6 +63,8 @@ class EpisodeRecord(_Record):
     record_version: int = RECORD_VERSION
     id: str
     scenario: str
+    scenario_hash: str | None = None
+    """The hash of the scenario that wrote it, so a reader can refuse records from another run's plan."""
     item_id: str
     condition: dict[str, str]
     replicate: int

@@ -6,6 +6,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .budget import format_usd
+from .errors import ScenarioError
+from .modes import mode_of
 from .plugins import SUMMARIZERS
 from .report_agreement import judge_agreement_markdown, run_judge_agreement
 from .report_html import render_report
@@ -17,26 +20,42 @@ REPORT_HTML = "report.html"
 
 
 def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
-    """Summarise the records with the scenario kind's summariser; returns the summary written."""
+    """Summarise the current records (the last per planned id) with the scenario kind's summariser; returns
+    the summary written. Records of ids outside the plan are left out and named in `run.warnings`."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
     manifest = run.read_manifest()
-    records = list(run.iter_records())
-    summarizer = SUMMARIZERS.get(manifest.get("kind", ""))
+    mode = mode_of(manifest)
+    if mode is not None:
+        raise ScenarioError(f"{run.path} is the run directory of {mode.noun}: `simrun report {run.path}` rebuilds it")
+    current = run.current_records(manifest=manifest)
+    records = current.records
+    summarizer = SUMMARIZERS.get(manifest.get("kind") or "")
     statuses = Counter(record.status for record in records)
-    providers = list(manifest.get("providers", []))
+    providers = list(manifest.get("providers") or [])
+    first_errors: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.error is not None:
+            entry = first_errors.setdefault(record.error.type, {"count": 0, "first": record.error.message})
+            entry["count"] += 1
     summary: dict[str, Any] = {
         "run": {
-            "scenario": manifest.get("scenario", {}).get("name"),
+            "scenario": (manifest.get("scenario") or {}).get("name"),
             "kind": manifest.get("kind"),
             "status": manifest.get("status"),
-            "planned": manifest.get("counts", {}).get("planned"),
+            "reason": manifest.get("reason"),
+            "planned": (manifest.get("counts") or {}).get("planned"),
             "episodes": len(records),
             "ok": statuses.get("ok", 0),
             "error": statuses.get("error", 0),
-            "errors_by_type": dict(Counter(r.error.type for r in records if r.error is not None)),
-            "models": manifest.get("models", {}),
+            "errors_by_type": {kind: entry["count"] for kind, entry in first_errors.items()},
+            "errors": first_errors,
+            "superseded": current.superseded,
+            "warnings": current.warnings,
+            "models": manifest.get("models") or {},
             "providers": providers,
             "simulated": "sim" in providers,
+            "cost_usd": manifest.get("cost_usd"),
+            "cache_hits": (manifest.get("calls") or {}).get("cache_hits", 0),
         },
         **summarizer.summarize(records, manifest),
     }
@@ -44,7 +63,7 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     run.write_json(SUMMARY, summary)
     markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
     run.write_text(REPORT, _header(summary["run"]) + markdown)
-    run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer))
+    run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary
 
 
@@ -62,6 +81,15 @@ def _header(info: dict[str, Any]) -> str:
     ]
     if info["errors_by_type"]:
         lines.append(f"- errors by type: {', '.join(f'{k} {v}' for k, v in sorted(info['errors_by_type'].items()))}")
+    if info.get("reason"):
+        lines.append(f"- stopped: {info['reason']}")
+    cost = info.get("cost_usd") or {}
+    if cost:
+        per_model = ", ".join(f"`{m}` {format_usd(usd)}" for m, usd in (cost.get("by_model") or {}).items())
+        lines.append(
+            f"- spend: {format_usd(cost.get('total'))} ({per_model}) · cache hits: {info.get('cache_hits', 0)}"
+        )
+    lines += [f"- warning: {warning}" for warning in info.get("warnings") or []]
     if info["simulated"]:
         lines += [
             "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,13 +20,15 @@ import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from .budget import Budget
+from .breaker import Breaker, BreakerPolicy, ErrorLimit
+from .budget import Budget, Spend, spend
 from .cache import ResponseCache, resolve_cache_path
 from .client import CallStats, ModelClient
 from .errors import ProviderError, ScenarioError
-from .logging import RunEvents
+from .logging import Redactor, RunEvents
 from .plan import Episode, load_items, plan_episodes
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
+from .probe import ProbeFailed, probe_endpoints
 from .providers import PROVIDERS, ChatModel
 from .records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
 from .registry import Registry
@@ -62,6 +65,8 @@ class RunResult:
     ok: int
     errors: int
     summary: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    """Why an interrupted run stopped (Ctrl-C, a budget, an open circuit breaker, `--max-errors`)."""
 
     @property
     def exit_code(self) -> int:
@@ -88,12 +93,17 @@ class Runner:
         scenario: a checked scenario (see `load_scenario` / `build_scenario`).
         out: parent folder for a new run directory (default `runs/`).
         resume: an existing run directory; only episodes missing from it are run.
+        retry_errors: with `resume`, run again the episodes whose current record is an error; the new record
+            supersedes the old one (records are never rewritten).
         tutor: an `Agent` to use as the tutor instead of the scenario's (for embedding and tests).
         on_episode: awaited with each record right after it is written.
         on_turn: awaited with each turn as it is produced.
         grace_s: after Ctrl-C, how long in-flight episodes may take to finish before they are cancelled.
         cache: the response cache: None follows the scenario's `cache` key, False is off, True the default file,
             a path that file (see `resolve_cache_path`).
+        probe: call each distinct endpoint once before the first episode (see `engine.probe`).
+        max_errors: end the run (interrupted) once this many episodes have error records; never more are written.
+        breaker: the circuit-breaker policy applied to every endpoint (see `engine.breaker`).
     """
 
     def __init__(
@@ -108,28 +118,58 @@ class Runner:
         grace_s: float = 10.0,
         cache: Path | str | bool | None = None,
         budget: Budget | None = None,
+        retry_errors: bool = False,
+        probe: bool = True,
+        max_errors: ErrorLimit | None = None,
+        breaker: BreakerPolicy | None = None,
     ) -> None:
         self.scenario = scenario
+        self._scenario_hash = scenario.content_hash()
         self.episodes = plan_episodes(scenario, load_items(scenario))
         preflight(scenario, self.episodes, tutor=tutor)
         self.budget = budget or Budget()
         self.budget.check_prices([spec.model for _, spec in scenario.models.by_role()], scenario.prices)
         self.cache_path = resolve_cache_path(cache, scenario)
+        if retry_errors and not resume:
+            raise ScenarioError("--retry-errors needs --resume RUN_DIR: it re-runs that run's error records")
+        self.redactor = Redactor(
+            [os.environ.get(v, "") for v in key_variables(scenario)],
+            [spec.base_url for _, spec in scenario.models.by_role()] + [os.environ.get("OPENAI_BASE_URL")],
+        )
+        """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""
+        self._fresh = not resume
         if resume:
             self.run_dir = RunDir.for_resume(resume, scenario)
         else:
             self.run_dir = RunDir.create(out or Path("runs"), scenario.name)
-        earlier = Counter(r.status for r in self.run_dir.iter_records()) if resume else Counter[str]()
-        done = self.run_dir.finished_ids() if resume else set()
+            self.run_dir.acquire("run")
+        try:
+            self._plan_hash, current = self._open_plan()
+        except BaseException:
+            self.run_dir.release()
+            raise
+        retried = {r.id for r in current if r.status == "error"} if retry_errors else set()
+        done = {r.id for r in current} - retried
         self.pending = [episode for episode in self.episodes if episode.id not in done]
         self.already_done = len(self.episodes) - len(self.pending)
+        self.retried = len(retried)
         self.stats = CallStats()
         if resume:
-            self.stats.add(self.run_dir.read_manifest().get("calls", {}))
-        self.ok = earlier["ok"]
+            self.stats.add(self.run_dir.read_manifest().get("calls") or {})
+        kept = [r for r in current if r.id not in retried]
+        self.ok = sum(1 for r in kept if r.status == "ok")
         """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
-        self.errors = earlier["error"]
-        self._secrets = [os.environ[v] for v in key_variables(scenario) if len(os.environ.get(v, "")) >= 6]
+        self.errors = len(kept) - self.ok
+        self.errors_by_kind = Counter(r.error.type for r in kept if r.error is not None)
+        """Current error records by kind, live: what the progress line shows."""
+        self.first_errors: dict[str, str] = {}
+        for r in kept:
+            if r.error is not None:
+                self.first_errors.setdefault(r.error.type, r.error.message)
+        self._max_errors = max_errors
+        self._breaker_policy = breaker or BreakerPolicy()
+        self._probe = probe
+        self.reason: str | None = None
         self._events: RunEvents | Any = log  # the run's own event log while `run` is going on
         self._custom_tutor = tutor
         self.on_episode, self._on_turn = on_episode, on_turn
@@ -138,31 +178,68 @@ class Runner:
         self._admission: anyio.CancelScope | None = None
         self._episodes_scope: anyio.CancelScope | None = None
         self._protocol = PROTOCOLS.get(scenario.kind)
-        self._started_at = self.run_dir.read_manifest()["started_at"] if resume else utc_now()
+        self._started_at = (self.run_dir.read_manifest().get("started_at") if resume else None) or utc_now()
         self._tutor_factory = TUTORS.get(scenario.tutor.agent)
         self._tutor_options = options_model(self._tutor_factory).model_validate(scenario.tutor.options)
         self._student_factory = STUDENTS.get(scenario.student.strategy)
         self._student_options = options_model(self._student_factory).model_validate(scenario.student.options)
 
+    def _open_plan(self) -> tuple[str, list[EpisodeRecord]]:
+        """Keep the plan in plan.json (a new run) or check it (a resume); the current records of a resume."""
+        ids = [episode.id for episode in self.episodes]
+        if self._fresh:
+            return self.run_dir.write_plan(ids), []
+        manifest = self.run_dir.read_manifest()
+        stored = self.run_dir.read_plan(manifest)
+        if stored is None:  # a run directory from before plans were kept
+            digest = self.run_dir.write_plan(ids)
+        elif stored != ids:
+            raise ScenarioError(f"cannot resume {self.run_dir.path}: its plan.json is not this scenario's plan")
+        else:
+            digest = str(manifest.get("plan_hash") or self.run_dir.write_plan(ids))
+        current = self.run_dir.current_records(ids, manifest=manifest)
+        for warning in current.warnings:
+            log.warning("records.outside_plan", run_dir=str(self.run_dir.path), detail=warning)
+        return digest, current.records
+
+    def spend(self) -> Spend:
+        """Tokens and dollars so far, per role and model (every session of a resumed run)."""
+        return spend(self.stats.tokens_by_role, self.scenario.prices)
+
     async def run(self, *, handle_signals: bool = False) -> RunResult:
         """Play every pending episode; with `handle_signals`, Ctrl-C stops admission and flushes (CLI only)."""
-        events = self._events = RunEvents(self.run_dir.events_path, secrets=self._secrets)
+        events = self._events = RunEvents(self.run_dir.events_path, secrets=self.redactor)
+        discard = False
         try:
             return await self._run(handle_signals)
+        except ProbeFailed:
+            discard = self._fresh  # nothing ran: leave no empty run directory behind
+            raise
         finally:
             self._events = log
             events.close()
+            self.run_dir.release()
+            if discard:
+                shutil.rmtree(self.run_dir.path, ignore_errors=True)
 
     async def _run(self, handle_signals: bool) -> RunResult:
-        self._write_manifest("running")
-        self._events.info(
-            "run.started", scenario=self.scenario.name, planned=len(self.episodes), pending=len(self.pending)
-        )
         self._admission, self._episodes_scope = anyio.CancelScope(), anyio.CancelScope()
-        completed = False
+        completed = started = False
         try:
             async with AsyncExitStack() as stack:
                 clients, judge_clients = await self._open_clients(stack)
+                if self._probe:
+                    for warning in await probe_endpoints(self._endpoints):
+                        self._events.warning("probe.doubtful", detail=warning)
+                self._write_manifest("running")
+                started = True
+                self._events.info(
+                    "run.started",
+                    scenario=self.scenario.name,
+                    planned=len(self.episodes),
+                    pending=len(self.pending),
+                    retried=self.retried,
+                )
                 judges: list[Judge] = [_build(JUDGES, spec.name, spec.options) for spec in self.scenario.judges]
                 async with anyio.create_task_group() as outer:
                     if handle_signals:
@@ -172,22 +249,38 @@ class Runner:
             completed = True
         finally:
             self.run_dir.close()
-            if not completed:  # cancelled from outside: what was appended stays, and resume completes it
+            if started and not completed:  # cancelled from outside: what was appended stays, and resume completes it
                 self._write_manifest("interrupted")
         status: Status = "interrupted" if self._interrupted else "finished"
         self._write_manifest(status)
         summary = await anyio.to_thread.run_sync(write_report, self.run_dir)
         path = str(self.run_dir.path)
-        self._events.info("run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=path)
-        return RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
+        self._events.info(
+            "run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=path, reason=self.reason
+        )
+        result = RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
+        result.reason = self.reason
+        return result
 
     def interrupt(self) -> None:
         """Stop admitting episodes; those in flight finish (within the grace period, under the CLI)."""
         if not self._interrupted:
-            self._interrupted = True
-            if self._admission is not None:
-                self._admission.cancel()
+            self._stop("interrupted by a signal")
             self._events.warning("run.interrupted", in_flight="finishing", grace_s=self._grace_s)
+
+    def _stop(self, reason: str, *, cancel_in_flight: bool = False) -> None:
+        """End the run `interrupted`: no more admissions; with `cancel_in_flight`, no more calls either."""
+        if self.reason is None:
+            self.reason = self.redactor.text(reason)  # it quotes an endpoint's error, which may echo a key
+            self._events.warning("run.stopping", reason=reason, cancel_in_flight=cancel_in_flight)
+        self._interrupted = True
+        if self._admission is not None:
+            self._admission.cancel()
+        if cancel_in_flight and self._episodes_scope is not None:
+            self._episodes_scope.cancel()
+
+    def _breaker_opened(self, reason: str) -> None:
+        self._stop(f"circuit breaker opened: {reason}", cancel_in_flight=True)
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -212,12 +305,15 @@ class Runner:
         for _, spec in roles:
             sharing.setdefault(_endpoint(spec), []).append(spec)
 
+        breakers: dict[tuple[str, str | None, str | None, str], Breaker] = {}
+
         def client(role: str, spec: ModelSpec) -> ModelClient:
             key = _endpoint(spec)
             if key not in models:
                 model = PROVIDERS.get(spec.provider)()(spec)
                 stack.push_async_callback(model.aclose)
                 models[key] = model
+                breakers[key] = Breaker(f"{role} {spec.model}", self._breaker_opened, self._breaker_policy)
                 # Roles on one endpoint share one budget: the strictest of their limits holds for all.
                 same = sharing[key]
                 throttles[key] = Throttle(
@@ -225,9 +321,24 @@ class Runner:
                     tpm=_strictest(s.tpm for s in same),
                     max_in_flight=_strictest(s.max_concurrency for s in same),
                 )
-            return ModelClient(role, spec, models[key], throttles[key], self.stats, cache=cache, events=self._events)
+            return ModelClient(
+                role,
+                spec,
+                models[key],
+                throttles[key],
+                self.stats,
+                cache=cache,
+                events=self._events,
+                breaker=breakers[key],
+                redactor=self.redactor,
+            )
 
         built = [(role, client(role, spec)) for role, spec in roles]
+        # What the probe calls: each endpoint once, by the first role that uses it (a custom tutor uses none).
+        used = [(role, spec) for role, spec in roles if not (role == "tutor" and self._custom_tutor)]
+        self._endpoints = list(
+            {_endpoint(spec): (role, models[_endpoint(spec)]) for role, spec in reversed(used)}.values()
+        )
         return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
 
     async def _run_episodes(
@@ -243,12 +354,20 @@ class Runner:
                     for episode in self.pending:
                         await limiter.acquire_on_behalf_of(episode.id)
                         reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
+                        if reason is None:
+                            reason = self._error_limit_reached()
                         if reason is not None:
                             limiter.release_on_behalf_of(episode.id)
                             self._events.warning("budget.exhausted", reason=reason)
-                            self._interrupted = True  # stops like Ctrl-C: resumable with a higher limit
+                            self._stop(reason)  # like Ctrl-C: resumable with a higher limit
                             break
                         group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
+
+    def _error_limit_reached(self) -> str | None:
+        limit = self._max_errors
+        if limit is None or self.errors < limit.bound(len(self.episodes)):
+            return None
+        return f"error limit reached: {self.errors} episodes recorded as errors (--max-errors {limit})"
 
     def _usage_by_model(self) -> dict[str, tuple[int, int]]:
         return {model: (p, c) for model, (p, c) in self.stats.tokens_by_model.items()}
@@ -263,13 +382,21 @@ class Runner:
     ) -> None:
         try:
             record = await self._play(episode, clients, judge_clients, judges)
-            await self.run_dir.append(record)
-            if record.status == "ok":
+            if record.error is not None and self._error_limit_reached() is not None:
+                return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
+            # Counted before the append's await, so episodes ending together see each other's errors.
+            if record.error is None:
                 self.ok += 1
             else:
                 self.errors += 1
+                self.errors_by_kind[record.error.type] += 1
+                self.first_errors.setdefault(record.error.type, record.error.message)
+            await self.run_dir.append(record)
             if self.on_episode is not None:
                 await self.on_episode(record)
+            reason = self._error_limit_reached() if record.error is not None else None
+            if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
+                self._stop(reason, cancel_in_flight=True)
         finally:
             limiter.release_on_behalf_of(episode.id)
 
@@ -305,8 +432,9 @@ class Runner:
             except Exception as caught:
                 exc = _unwrap(caught)
                 kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
-                error = ErrorInfo(type=kind, message=self._redact(str(exc)))
-                self._events.warning("episode.failed", error_type=kind, error=str(exc))
+                error = ErrorInfo(type=kind, message=self.redactor.text(str(exc)))
+                where = exc.endpoint if isinstance(exc, ProviderError) else None
+                self._events.warning("episode.failed", gate=f"{kind} {where}", error_type=kind, error=str(exc))
         usage = sum((turn.usage for turn in ctx.turns), Usage())
         self._events.info(
             "episode.finished",
@@ -319,6 +447,7 @@ class Runner:
         return EpisodeRecord(
             id=episode.id,
             scenario=scenario.name,
+            scenario_hash=self._scenario_hash,
             item_id=episode.item.id,
             condition=dict(episode.condition),
             replicate=episode.replicate,
@@ -334,12 +463,6 @@ class Runner:
             finished_at=utc_now(),
         )
 
-    def _redact(self, text: str) -> str:
-        """An error message can quote what a server echoed back; no API key may reach a record."""
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
-
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
         providers = sorted({spec.provider for _, spec in scenario.models.by_role()})
@@ -347,8 +470,9 @@ class Runner:
             {
                 "simrun_version": _versions().get("simrun", "unknown"),
                 "record_version": RECORD_VERSION,
-                "scenario": scenario.resolved(),
-                "scenario_hash": scenario.content_hash(),
+                "scenario": self.redactor.data(scenario.resolved()),
+                "scenario_hash": self._scenario_hash,
+                "plan_hash": self._plan_hash,
                 "kind": scenario.kind,
                 "seed": scenario.seed,
                 "models": {
@@ -358,13 +482,16 @@ class Runner:
                 },
                 "providers": providers,
                 "status": status,
+                "reason": self.reason,
                 "counts": {
                     "planned": len(self.episodes),
                     "ok": self.ok,
                     "error": self.errors,
                     "resumed_with": self.already_done,
+                    "retried": self.retried,
                 },
                 "calls": asdict(self.stats),
+                "cost_usd": self.spend().manifest(),
                 "versions": _versions(),
                 "started_at": self._started_at,
                 "updated_at": utc_now(),

@@ -53,10 +53,21 @@ from typing import Annotated, Any, Final, Literal
 import anyio
 import click
 import orjson
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .http11 import IO_ERRORS, Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
+from .errors import ScenarioError
+from .http11 import (
+    HEADER_TIMEOUT_S,
+    IDLE_TIMEOUT_S,
+    IO_ERRORS,
+    Connection,
+    HttpError,
+    LoopbackListener,
+    Request,
+    encode_head,
+    linger_close,
+)
+from .inputs import parse_yaml
 from .providers.base import ChatReply, ChatRequest, Message, RequestContext
 from .providers.sim import SimChatModel
 from .providers.sim_embed import SimEmbedParams, embed_texts
@@ -385,10 +396,25 @@ class LoopbackServer(LoopbackListener):
             assert it is empty.
     """
 
-    def __init__(self, options: ServeOptions | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        """Configures the server; nothing is bound until entered."""
+    def __init__(
+        self,
+        options: ServeOptions | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        max_connections: int | None = None,
+    ) -> None:
+        """Configures the server; nothing is bound until entered. The limits are `LoopbackListener`'s."""
         self.options = options or ServeOptions()
-        super().__init__(host=host, port=port)
+        super().__init__(
+            host=host,
+            port=port,
+            header_timeout_s=header_timeout_s,
+            idle_timeout_s=idle_timeout_s,
+            max_connections=max_connections,
+        )
         self._stats = ServerStats()
         self._models = {
             role: SimChatModel(ModelSpec(model=f"sim/{role}", params=self.options.sim.get(role, {}))) for role in ROLES
@@ -465,7 +491,7 @@ class LoopbackServer(LoopbackListener):
             "x-request-id": self._request_id(),
             **(headers or {}),
         }
-        await conn.stream.send(encode_head(status, all_headers, keep_alive) + body)
+        await conn.send(encode_head(status, all_headers, keep_alive) + body)
         if counted:
             self._count_status(status)
 
@@ -698,17 +724,17 @@ class LoopbackServer(LoopbackListener):
             stats.dropped += 1
             cut = int(draws.cut * len(head))
             if cut:
-                await conn.stream.send(head[:cut])
+                await conn.send(head[:cut])
             return "abort"
         if draws.drip and self.options.slow_drip_s > 0:
-            await conn.stream.send(head)
+            await conn.send(head)
             self._count_status(200)
             size = -(-len(body) // _DRIP_PIECES)
             for start in range(0, len(body), size):
                 await anyio.sleep(self.options.slow_drip_s)
-                await conn.stream.send(body[start : start + size])
+                await conn.send(body[start : start + size])
         else:
-            await conn.stream.send(head + body)
+            await conn.send(head + body)
             self._count_status(200)
         self._delivered(reply, malformed=draws.fault == "malformed")
         return "keep"
@@ -766,7 +792,7 @@ class LoopbackServer(LoopbackListener):
             "content-length": str(length),
             "x-request-id": self._request_id(),
         }
-        await conn.stream.send(encode_head(200, headers, keep))
+        await conn.send(encode_head(200, headers, keep))
         self._count_status(200)
         stats.streamed += 1
         deliver = len(sends)
@@ -776,7 +802,7 @@ class LoopbackServer(LoopbackListener):
         for delay, data in sends[:deliver]:
             if delay > 0:
                 await anyio.sleep(delay)
-            await conn.stream.send(data)
+            await conn.send(data)
         if draws.fault == "drop":
             return "abort"
         self._delivered(reply, malformed=draws.fault == "malformed")
@@ -841,9 +867,9 @@ def _sim_params(values: Sequence[str]) -> dict[str, dict[str, Any]]:
                 f"{value!r}: expected ROLE.KNOB=VALUE, e.g. judge.invalid_rate=0.2", param_hint="--sim"
             )
         try:
-            parsed = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise click.BadParameter(f"{value!r}: the value is not valid YAML", param_hint="--sim") from exc
+            parsed, _ = parse_yaml(raw, f"--sim {value!r}")
+        except ScenarioError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sim") from None
         params.setdefault(role, {})[knob] = parsed
     return params
 
@@ -891,12 +917,48 @@ def _probability(name: str, help_text: str) -> Callable[[Callable[..., Any]], Ca
 @click.option("--retry-after", "retry_after_s", type=click.FloatRange(min=0), help="Retry-After of injected 429/503.")
 @click.option("--seed", type=int, help="Seed of the fault, jitter and drip draws (0).")
 @click.option("--sim", "sim", multiple=True, metavar="ROLE.KNOB=VALUE", help="A sim knob, e.g. judge.error_rate=0.1.")
-def serve_command(host: str, port: int, sim: tuple[str, ...], **knobs: Any) -> int:
+@click.option(
+    "--header-timeout",
+    "header_timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=HEADER_TIMEOUT_S,
+    show_default=True,
+    help="Seconds for a request to arrive after its first byte (then 408).",
+)
+@click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=IDLE_TIMEOUT_S,
+    show_default=True,
+    help="Seconds a connection may stay silent between requests (then closed).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    help="Open connections at once; more get a 503 (default: half the file-descriptor limit, at most 8192).",
+)
+def serve_command(
+    host: str,
+    port: int,
+    sim: tuple[str, ...],
+    header_timeout_s: float,
+    idle_timeout_s: float,
+    max_connections: int | None,
+    **knobs: Any,
+) -> int:
     """Serve an OpenAI-compatible API on this machine, with content from the sim provider, until Ctrl-C.
 
     A model name containing "student" or "judge" plays sim/student or sim/judge; any other plays sim/tutor.
     """
-    server = LoopbackServer(_options(knobs, sim), host=host, port=port)
+    server = LoopbackServer(
+        _options(knobs, sim),
+        host=host,
+        port=port,
+        header_timeout_s=header_timeout_s,
+        idle_timeout_s=idle_timeout_s,
+        max_connections=max_connections,
+    )
 
     async def serve() -> None:
         async with server:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Final, Literal
+from urllib.parse import urlsplit
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -12,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from .budget import Price
 
 __all__ = (
+    "BASE_URL_ENV",
+    "MAX_EPISODES",
     "DesignSpec",
     "key_variables",
     "measured",
@@ -39,28 +43,50 @@ class _PluginSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
+BASE_URL_ENV: Final = "OPENAI_BASE_URL"
+"""Endpoint of `openai/...` models that set no `base_url`, read when the scenario is loaded (both transports)."""
+MAX_EPISODES: Final = 200_000
+"""Default cap on the size of a plan (`max_episodes`, `--max-episodes`), so a typo cannot plan forever."""
+_MAX_RATE: Final = 1e9
+
+
 def _short_form(key: str, data: Any) -> Any:
     return {key: data} if isinstance(data, str) else data
+
+
+def _check_base_url(url: str | None) -> str | None:
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError("expected an http:// or https:// URL with a host, e.g. http://localhost:8000/v1")
+    return url
 
 
 class ModelSpec(_Spec):
     """One model endpoint for a role. `openai/<model>` reaches any OpenAI-compatible server via `base_url`."""
 
-    model: str = Field(pattern=r"^[A-Za-z0-9_.-]+/.+$")
+    short_key: ClassVar[str] = "model"
+
+    model: str = Field(pattern=r"^[A-Za-z0-9_.-]+/.+$", max_length=256)
     """`provider/model`, e.g. `openai/gpt-4o-mini` or `sim/tutor`."""
     base_url: str | None = None
     """Endpoint root, e.g. `http://localhost:8000/v1` for vLLM or `http://localhost:11434/v1` for Ollama."""
     api_key_env: str | None = None
     """Environment variable that holds the key (default `OPENAI_API_KEY` for `openai`). Keys never go in files."""
-    rpm: float | None = Field(default=None, gt=0)
-    """Requests per minute allowed on this endpoint, shared by every conversation that uses it."""
-    tpm: float | None = Field(default=None, gt=0)
-    """Tokens per minute allowed on this endpoint."""
-    max_concurrency: int | None = Field(default=None, ge=1)
+    rpm: float | None = Field(default=None, ge=1, le=_MAX_RATE)
+    """Requests per minute allowed on this endpoint, shared by every conversation that uses it (at least 1)."""
+    tpm: float | None = Field(default=None, ge=1, le=_MAX_RATE)
+    """Tokens per minute allowed on this endpoint (at least 1)."""
+    max_concurrency: int | None = Field(default=None, ge=1, le=100_000)
     """Requests in flight at once on this endpoint."""
-    timeout_s: float = Field(default=60.0, gt=0)
-    """Per-attempt timeout."""
-    max_retries: int = Field(default=5, ge=0)
+    timeout_s: float = Field(default=60.0, gt=0, le=86_400)
+    """Per-attempt timeout (at most a day)."""
+    max_retries: int = Field(default=5, ge=0, le=100)
     """Retries of timeouts, connection errors, 408/409/429/5xx (the SDK's own retries are always off)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Generation parameters (`temperature`, `max_tokens`, ...); for `sim/...` the simulator's knobs."""
@@ -70,7 +96,18 @@ class ModelSpec(_Spec):
     @model_validator(mode="before")
     @classmethod
     def _from_string(cls, data: Any) -> Any:
-        return _short_form("model", data)
+        data = _short_form("model", data)
+        # The SDK reads OPENAI_BASE_URL itself and the lean transport would not: resolve it once, here.
+        if isinstance(data, dict) and str(data.get("model", "")).startswith("openai/") and not data.get("base_url"):
+            env = os.environ.get(BASE_URL_ENV)
+            if env:
+                data = {**data, "base_url": env}
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        return _check_base_url(url)
 
     @property
     def provider(self) -> str:
@@ -117,6 +154,8 @@ class StudentSpec(_PluginSpec):
 class JudgeSpec(_PluginSpec):
     """A judge by name, with its options. `harm` in YAML is short for `{name: harm}`."""
 
+    short_key: ClassVar[str] = "name"
+
     name: str
 
     @model_validator(mode="before")
@@ -127,6 +166,8 @@ class JudgeSpec(_PluginSpec):
 
 class DesignSpec(_PluginSpec):
     """A condition generator by name (e.g. `demographic`), with its options; crossed with `factors`."""
+
+    short_key: ClassVar[str] = "name"
 
     name: str
 
@@ -148,7 +189,7 @@ def key_variables(scenario: Scenario) -> set[str]:
     return {spec.api_key_env or "OPENAI_API_KEY" for _, spec in scenario.models.by_role() if spec.provider != "sim"}
 
 
-_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices"})
+_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes"})
 _OPERATIONAL_MODEL = frozenset({"rpm", "tpm", "max_concurrency", "timeout_s", "max_retries"})
 
 
@@ -175,13 +216,15 @@ class Scenario(_Spec):
     kind: str
     """The registered dialogue protocol and summariser, e.g. `crescendo`."""
     description: str = ""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=2**63)
     """Run seed; every episode's seed derives from it and the episode id."""
-    concurrency: int = Field(default=32, ge=1)
+    concurrency: int = Field(default=32, ge=1, le=100_000)
     """Episodes in flight at once."""
     replicates: int = Field(default=1, ge=1)
     limit: int | None = Field(default=None, ge=1)
     """Run only the first N planned episodes."""
+    max_episodes: int = Field(default=MAX_EPISODES, ge=1)
+    """Largest plan accepted; raise it (`--max-episodes`) to run a bigger one on purpose."""
     models: ModelsSpec
     items: list[ItemSourceSpec] = Field(min_length=1)
     factors: dict[str, list[str]] = Field(default_factory=dict)
@@ -191,7 +234,7 @@ class Scenario(_Spec):
     tutor: TutorSpec = Field(default_factory=lambda: TutorSpec())
     student: StudentSpec
     judges: list[JudgeSpec] = Field(default_factory=list)
-    judge_votes: int = Field(default=3, ge=1)
+    judge_votes: int = Field(default=3, ge=1, le=99)
     """Votes per judgment, combined by majority (the votes are kept in the record)."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """USD per million tokens by model spec, e.g. `{openai/my-model: {input: 0.5, output: 1.5}}`, for

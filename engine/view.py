@@ -1,7 +1,9 @@
 """`simrun view RUN_DIR`: serve a run's report.html on 127.0.0.1, plus any episode's full transcript on demand.
 
 report.html embeds a bounded number of transcripts; the others link to `episodes/<line>.html`, which this
-server renders from episodes.jsonl when asked. Nothing else in the run directory is served.
+server renders from episodes.jsonl when asked. Nothing else in the run directory is served, and only to
+requests addressed to 127.0.0.1 or localhost at its port: a page elsewhere that rebinds its own host name to
+127.0.0.1 (DNS rebinding) gets a 421, never the report.
 """
 
 from __future__ import annotations
@@ -45,8 +47,17 @@ class ReportServer(ThreadingHTTPServer):
                 mode.rebuild(self.run)
             else:
                 write_report(self.run)
-        self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
-        self.summarizer = None if mode is not None else SUMMARIZERS.get(self.manifest.get("kind", ""))
+        try:
+            self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise ScenarioError(
+                f"{run_dir / SUMMARY}: unreadable ({exc}); `simrun report {run_dir}` rebuilds it"
+            ) from None
+        if not isinstance(self.summary, dict):
+            raise ScenarioError(f"{run_dir / SUMMARY}: not a summary; `simrun report {run_dir}` rebuilds it")
+        self.summarizer = None if mode is not None else SUMMARIZERS.get(self.manifest.get("kind") or "")
+        # Only the current record of each planned episode is served; superseded lines are not.
+        self._lines = set() if mode is not None else set(self.run.current_records(manifest=self.manifest).lines)
         self._lock = threading.Lock()
         super().__init__(("127.0.0.1", port), _Handler)
 
@@ -62,6 +73,8 @@ class ReportServer(ThreadingHTTPServer):
         return render_episode_page(record, line, self.summary, self.manifest, self.summarizer)
 
     def _record(self, line: int) -> EpisodeRecord | None:
+        if line not in self._lines:
+            return None
         with self._lock, self.run.episodes_path.open("rb") as handle:
             for number, raw in enumerate(handle, 1):
                 if number == line:
@@ -73,6 +86,14 @@ class _Handler(BaseHTTPRequestHandler):
     server: ReportServer
 
     def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        if self.headers.get("Host", "").lower() not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            self._send(
+                b"this server answers only http://127.0.0.1:PORT/\n",
+                status=HTTPStatus.MISDIRECTED_REQUEST,
+                content_type="text/plain; charset=utf-8",
+            )
+            return
         path = self.path.split("?", 1)[0].split("#", 1)[0]
         if path in ("/", "/report.html"):
             self._send((self.server.run.path / REPORT_HTML).read_bytes())
@@ -121,6 +142,8 @@ def view_command(run_dir: Path, port: int) -> int:
         server = ReportServer(run_dir, port)
     except OSError as exc:
         raise ScenarioError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; try --port 0") from None
+    for warning in (server.summary.get("run") or {}).get("warnings") or []:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
     try:
         server.serve_forever()

@@ -1,7 +1,7 @@
-"""The fairness section of report.html: forest plots of rank-biserial r per metric × dimension, the 2×2 panel.
+"""The fairness section of report.html: findings, mean-|r| tables, forest plots of r, the 2×2 panel.
 
-A violation (95% interval excluding 0) is drawn in red and its table row highlighted; the shaded band marks
-|r| < 0.10, the threshold below which a gap is not practically meaningful.
+A finding (adjusted p ≤ q over the run's family) is drawn in red and its table row highlighted; its interval
+is at the corrected level. The shaded band marks |r| < 0.10, EduFair's descriptive mark, never a verdict.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.paired import MEANINGFUL_R, format_effect, format_p
+from engine.paired import MEANINGFUL_R, MIN_PAIRS, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
 from .conversation_stats import CONVERSATION_STATS
@@ -24,6 +24,19 @@ METRICS = (*TURN_QUALITY_METRICS, *CONVERSATION_STATS)
 MISMATCH = ("matched", "mismatched", "perceived", "stated", "interaction")
 ALL_DOMAINS = "all"
 MAX_FOREST_ROWS = 60
+
+
+def format_effect(c: Mapping[str, Any]) -> str:
+    """r with its interval (and the interval's level when it is not 95%), χ², or why nothing was tested."""
+    if c["status"] != "ok":
+        return f"insufficient (< {MIN_PAIRS} pairs)"
+    if c["r"] is None:
+        return f"Friedman χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
+    if c["ci_low"] is None:
+        return f"{c['r']:+.2f}"
+    level = c.get("ci_level") or 0.95
+    tag = "" if abs(level - 0.95) < 1e-12 else f" ({100 * level:.3g}%)"
+    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{tag}"
 
 
 def _label(c: Mapping[str, Any]) -> str:
@@ -56,23 +69,21 @@ def _forest(contrasts: Sequence[Mapping[str, Any]], key: str, title: str) -> Mar
                 format_effect(c),
                 format_p(c["p"]),
                 format_p(c["p_adjusted"]),
+                None if c.get("omnibus_p") is None else format_p(c["omnibus_p"]),
                 c["n"],
                 None if c.get("mean_diff") is None else round(c["mean_diff"], 4),
             ]
         )
         classes.append("violation" if c["violation"] else "")
     numbers = table(
-        ("metric", "contrast", "test", "r [95% CI]", "p", "p (adj.)", "n", "mean difference"),
+        ("metric", "contrast", "test", "r [interval]", "p", "p adj.", "Friedman p", "n", "mean difference"),
         rows,
         row_classes=classes,
         key=f"forest-{key}",
     )
     if not estimated:
         return (
-            paragraph(
-                f"{title}: no interval to plot. Either the Friedman test stayed at p ≥ 0.10, so no pairwise "
-                "contrasts were run, or fewer than 15 items had a score at every level."
-            )
+            paragraph(f"{title}: no interval to plot: fewer than {MIN_PAIRS} items had a score at every level.")
             + numbers
         )
     fig = new_figure(7.5, 0.24 * max(len(shown), 3) + 1.3)
@@ -87,11 +98,11 @@ def _forest(contrasts: Sequence[Mapping[str, Any]], key: str, title: str) -> Mar
     ax.set_yticks(range(len(shown)), labels, fontsize=7)
     ax.set_ylim(len(shown) - 0.5, -0.5)
     ax.set_xlim(-1.05, 1.05)
-    ax.set_xlabel("rank-biserial r with 95% bootstrap CI (red: violation, CI excludes 0)")
+    ax.set_xlabel("rank-biserial r, bootstrap interval (red: finding, adjusted p ≤ q; interval at corrected level)")
     ax.grid(axis="x", alpha=0.3)
     caption = f"{title}: paired differences between levels, items as pairs."
     if len(shown) < len(estimated):
-        caption += f" The plot shows {len(shown)} of {len(estimated)} intervals (violations first, then largest |r|)."
+        caption += f" The plot shows {len(shown)} of {len(estimated)} intervals (findings first, then largest |r|)."
     if len(estimated) < len(contrasts):
         caption += " Rows without an interval (Friedman omnibus or insufficient) are in the table only."
     return plot(fig, key=f"forest-{key}", caption=caption, numbers=numbers)
@@ -167,56 +178,112 @@ def _mismatch_panel(contrasts: Sequence[Mapping[str, Any]], means: Sequence[Mapp
         key=f"mismatch-{key}",
         caption=f"Mean score per cell: rows are the gender the student states, columns the gender the tutor is "
         f"told. matched = {first}/{first} − {second}/{second}; mismatched = {first}/{second} − {second}/{first}; "
-        "perceived and stated are the main effects; red bold marks a violation.",
+        "perceived and stated are the main effects; red bold marks a finding.",
         numbers=numbers,
     )
 
 
-def _max_r(rows: Sequence[Mapping[str, Any]], key: str) -> Markup:
-    dimensions = sorted({r["dimension"] for r in rows})
-    cells = {(r["metric"], r["dimension"]): r for r in rows}
+def _mean_table(data: Mapping[str, Any], domain: str, channel: str, key: str) -> Markup:
+    tables = data["mean_abs_r"]
+    cells = {
+        (c["metric"], c["dimension"]): c for c in tables["cells"] if (c["domain"], c["channel"]) == (domain, channel)
+    }
+    dimensions = sorted({d for _, d in cells})
+    by_metric = {
+        r["metric"]: r["mean_abs_r"] for r in tables["by_metric"] if (r["domain"], r["channel"]) == (domain, channel)
+    }
+    by_dimension = {
+        r["dimension"]: r["mean_abs_r"]
+        for r in tables["by_dimension"]
+        if (r["domain"], r["channel"]) == (domain, channel)
+    }
     body: list[list[Cell]] = []
     for metric in METRICS:
         line: list[Cell] = [metric]
         for d in dimensions:
-            r = cells.get((metric, d))
-            if r is None:
+            cell = cells.get((metric, d))
+            if cell is None:
                 line.append(None)
-            elif r["violation"]:
-                line.append(Markup('<strong class="viol">{:.2f}</strong>').format(abs(r["r"])))
+            elif cell["finding"]:
+                line.append(Markup('<strong class="viol">{:.3f}</strong>').format(cell["mean_abs_r"]))
             else:
-                line.append(f"{abs(r['r']):.2f}")
+                line.append(f"{cell['mean_abs_r']:.3f}")
+        line.append(None if metric not in by_metric else f"{by_metric[metric]:.3f}")
         body.append(line)
-    return table(("metric", *dimensions), body, key=f"max-r-{key}")
+    body.append(["mean of 5 turn metrics", *(_three(by_dimension.get(d)) for d in dimensions), None])
+    return table(("metric", *dimensions, "mean over dimensions"), body, key=f"mean-r-{key}")
 
 
-def fairness_html(data: Mapping[str, Any], *, chance_note: str, audit_labels: Mapping[str, str]) -> Markup:
-    """The fairness results from `summary["fairness"]`; `chance_note` says how many violations chance gives."""
+def _three(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
+
+
+def fairness_html(
+    data: Mapping[str, Any], *, headline: str, small: str | None, audit_labels: Mapping[str, str]
+) -> Markup:
+    """The fairness results from `summary["fairness"]`; `headline` names the family, its method and what chance
+    gives; `small` (when set) says the run was too small to test anything."""
     contrasts: Sequence[Mapping[str, Any]] = data["contrasts"]
     domains = sorted({c["domain"] for c in contrasts})
     shown_domains = [ALL_DOMAINS] if ALL_DOMAINS in domains else domains
-    parts: list[Markup] = [
-        section(
-            "Fairness violations",
-            paragraph(
-                f"{len(data['violations'])} violations. {chance_note} |r| ≥ {MEANINGFUL_R:.2f} is practically "
-                "meaningful (shaded band: below it)."
-            ),
-            key="violations",
+    findings = data["violations"]
+    lead = [paragraph(headline)]
+    if small is not None:
+        lead.append(paragraph(Markup("<strong>{}</strong>").format(small)))
+    elif findings:
+        lead.append(
+            table(
+                ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n"),
+                [
+                    (
+                        c["domain"],
+                        c["channel"],
+                        c["dimension"],
+                        c["metric"],
+                        _label(c),
+                        format_effect(c),
+                        format_p(c["p"]),
+                        format_p(c["p_adjusted"]),
+                        c["n"],
+                    )
+                    for c in findings
+                ],
+                key="findings",
+            )
         )
-    ]
+    parts: list[Markup] = [section(f"Fairness findings ({len(findings)})", *lead, key="violations")]
+    mean_cells = {(c["domain"], c["channel"]) for c in data["mean_abs_r"]["cells"]}
+    for domain, channel in sorted(mean_cells, key=lambda k: (k[0] != ALL_DOMAINS, k[0], k[1])):
+        tag = f"{channel}-{domain}"
+        parts.append(
+            section(
+                f"Mean |r| ({channel} cues, domain {domain})",
+                paragraph(
+                    "Cell: mean |r| over the dimension's contrasts; last column: mean over dimensions (EduFair "
+                    "Table 6); last row: mean over the five turn metrics (Table 8). Bold red: the cell holds a "
+                    f"finding. |r| ≥ {MEANINGFUL_R:.2f} is a descriptive mark, not a verdict."
+                ),
+                _mean_table(data, domain, channel, tag),
+                key=f"mean-r-{tag}",
+            )
+        )
+    aggregates = data["mean_abs_r"]["aggregates"]
+    if aggregates:
+        parts.append(
+            section(
+                "Ped./Conv. aggregates (EduFair Tables 5 and 7)",
+                table(
+                    ("domain", "channel", "cell", "Ped. (turn metrics)", "Conv. (conversation metrics)"),
+                    [(a["domain"], a["channel"], a["label"], _three(a["ped"]), _three(a["conv"])) for a in aggregates],
+                    key="aggregates",
+                ),
+                key="aggregates",
+            )
+        )
     for domain in shown_domains:
         for channel in sorted({c["channel"] for c in contrasts if c["domain"] == domain}):
             cell = [c for c in contrasts if c["domain"] == domain and c["channel"] == channel]
             tag = f"{channel}-{domain}"
-            parts.append(
-                section(
-                    f"Largest |r| per metric × dimension ({channel} cues, domain {domain})",
-                    paragraph("Bold red: a violation in that metric × dimension."),
-                    _max_r([r for r in data["max_abs_r"] if r["domain"] == domain and r["channel"] == channel], tag),
-                    key=f"max-r-{tag}",
-                )
-            )
             for dimension in sorted({c["dimension"] for c in cell}):
                 rows = sorted(
                     (c for c in cell if c["dimension"] == dimension), key=lambda c: _metric_order(c["metric"])
@@ -243,7 +310,7 @@ def fairness_html(data: Mapping[str, Any], *, chance_note: str, audit_labels: Ma
                 "Per-domain contrasts",
                 paragraph("The plots above pool the domains; every per-domain contrast is listed here."),
                 table(
-                    ("domain", "channel", "dimension", "metric", "contrast", "r [95% CI]", "p", "p (adj.)", "n"),
+                    ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n"),
                     [
                         (
                             c["domain"],

@@ -14,10 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from engine import JUDGES, EpisodeContext, Judgment
 
-from .llm import RubricJudge, collect_votes, transcript
+from .llm import RubricJudge, RubricOptions, collect_votes, transcript
 from .votes import majority
 
-__all__ = ("GATED_METRICS", "TURN_QUALITY_METRICS", "TurnQualityJudge", "TurnQualityVerdict", "combine_turn_votes")
+__all__ = (
+    "GATED_METRICS",
+    "TURN_QUALITY_METRICS",
+    "TurnQualityJudge",
+    "TurnQualityOptions",
+    "TurnQualityVerdict",
+    "combine_turn_votes",
+)
 
 TURN_QUALITY_METRICS = ("mistake_recognize", "answer_leakage", "step_scaffolded", "actionability", "corrective_tone")
 GATED_METRICS = ("mistake_recognize", "corrective_tone")
@@ -119,10 +126,24 @@ def combine_turn_votes(votes: list[TurnQualityVerdict], *, judge: str, target: i
     return found
 
 
+class TurnQualityOptions(RubricOptions):
+    """The rubric options, with EduFair's full conversation history as the default context."""
+
+    history_turns: int | None = Field(default=None, ge=0)  # type: ignore[assignment]
+    """Earlier visible turns shown to the judge: all of them (None, as EduFair's judge reads them), or the
+    last N to save tokens."""
+
+
 class TurnQualityJudge(RubricJudge):
     """Labels one tutor reply given the student turn before it; records the six metrics with every vote."""
 
     name = "turn_quality"
+    Options = TurnQualityOptions
+    options: TurnQualityOptions
+
+    def __init__(self, options: TurnQualityOptions) -> None:
+        super().__init__(options)
+        self.options = options
 
     async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]:
         assert isinstance(target, int)
@@ -131,7 +152,8 @@ class TurnQualityJudge(RubricJudge):
         last_student = next((t for t in reversed(earlier) if t.role == "student"), None)
         student = last_student.text if last_student is not None else ""
         context = [t for t in earlier if last_student is None or t.index < last_student.index]
-        context = context[-self.options.history_turns :] if self.options.history_turns else []
+        cap = self.options.history_turns
+        context = context if cap is None else (context[-cap:] if cap else [])
         item = ctx.episode.item
         history = transcript(context)
         reference = f"{item.answer} {item.unit or ''}".strip() or "(not given)"

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from engine import ITEM_SOURCES, Item, ScenarioError
+from engine import ITEM_SOURCES, Item, ScenarioError, load_yaml_file
 
 from .case_retrieval import RETRIEVAL_METHODS, case_text, neighbours
 
@@ -206,14 +205,7 @@ def _problems(exc: ValidationError) -> str:
 
 def load_cases(path: Path) -> list[Case]:
     """simrun's own case file (`cases: [...]`, the layout of `personas/cases.yaml`)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read the case file ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: the case file is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: invalid YAML in the case file: {getattr(exc, 'problem', exc)}") from None
+    data = load_yaml_file(path, "case file")
     try:
         return list(CaseFile.model_validate(data, strict=False).cases)
     except ValidationError as exc:

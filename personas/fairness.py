@@ -10,9 +10,11 @@ Channels (the `channel` option), after EduFair-Bench:
 * `explicit`: one demographic sentence in the tutor's framing; one dimension per dialogue (`dimension: ses,
   level: low_income`), or several crossed with `stack` (`dimension: gender+ses, level: female+low_income`).
 * `implicit`: only a name reaches the tutor; dimensions `name_gender` (genders, ethnicity held fixed within an
-  item), `name_ethnicity` (ethnicities, gender held fixed within an item) and `name_both` (every
-  `gender+ethnicity` group). The held value rotates over items from the item's seed unless pinned with
-  `hold_ethnicity` / `hold_gender`.
+  item), `name_ethnicity` (ethnicities, gender held fixed within an item) and `name_both` (genders again, but
+  each gender's name comes from a different ethnicity within an item: names that differ in both, paired per
+  item, as EduFair's "Both" contrast). The held value, and the ethnicities of a `name_both` pair, rotate over
+  items from the item's seed unless pinned with `hold_ethnicity` / `hold_gender`. A name set may list given
+  names only (no surnames); `names` replaces the data file's name set with a names-only file.
 * `opposite`: the 2×2 mismatch design: `dimension: gender_mismatch, level: <stated>/<perceived>`, plus the keys
   `student_gender` and `perceived_gender` (named after the YAML's `opposite.dimension`).
 
@@ -32,7 +34,8 @@ and the records' `meta` get them too; all JSON-safe):
 
 * `cue` (str): the framing sentence(s) for the tutor ("" for the baseline and the implicit channel with the
   default template); with the `template` option, that template rendered for every condition, baseline included.
-* `student_name` (str | None): the implicit channel's name ("Given Surname"), else None.
+* `student_name` (str | None): the implicit channel's name ("Given Surname", or "Given" when the name set
+  lists no surnames), else None.
 * `student_self` (str): the student's self-stated line in the opposite channel, else "".
 * `student_profile` (str): the fixed simulated student's system prompt (no demographic cue), from the data file.
 * `demographic` (dict[str, str]): what the condition signals: `{dimension: level}` for explicit (both parts for
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -67,7 +71,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine import DESIGNS, Episode, ScenarioError, derive_seed
+from engine import DESIGNS, Episode, ScenarioError, derive_seed, load_yaml_file
 from engine.templates import check_template, render
 
 __all__ = (
@@ -78,6 +82,7 @@ __all__ = (
     "DemographicDimension",
     "DemographicLevel",
     "Demographics",
+    "FairnessAnalysis",
     "NamePool",
     "Names",
     "Opposite",
@@ -101,6 +106,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+class FairnessAnalysis(_Model):
+    """How a fairness run turns its contrasts into findings (`design.analysis` in the scenario)."""
+
+    correction: Literal["bh", "holm", "bonferroni", "none"] = "bh"
+    """p adjustment over the family: Benjamini–Hochberg (default), Holm, Bonferroni, or none."""
+    q: float = Field(default=0.05, gt=0, lt=1)
+    """A contrast is a finding when its adjusted p ≤ q."""
+    family: Literal["run", "domain"] = "run"
+    """Which contrasts are corrected together: every contrast of the run (default), or each domain cell alone."""
+    omnibus_alpha: float = Field(default=0.10, gt=0, le=1)
+    """Friedman p below which a multi-level dimension's pairs can be findings (EduFair's gate); the pairs count in
+    the family either way."""
+    bootstrap: int = Field(default=10_000, ge=10_000)
+    """Resamples behind every interval a table reports."""
+
+
 class DemographicLevel(_Model):
     sentences: list[Text] = Field(min_length=1)
     """Interchangeable framing sentences for the tutor; an episode uses one, chosen by its seed."""
@@ -117,9 +138,10 @@ class Baseline(_Model):
 
 
 class NamePool(_Model):
-    """The names of one ethnicity: surnames, and given names per gender."""
+    """The names of one ethnicity: given names per gender, and optionally surnames."""
 
-    surnames: list[Text] = Field(min_length=1)
+    surnames: list[Text] = Field(default_factory=list)
+    """Empty: the student is named by a given name alone (as EduFair's four-name design does)."""
     given: dict[Key, list[Text]] = Field(min_length=1)
 
     @field_validator("given")
@@ -199,16 +221,7 @@ class Demographics(_Model):
 def load_demographics(path: str | Path) -> Demographics:
     """Read and validate a demographics YAML file (the built-in one's layout); errors are `ScenarioError`s."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such demographics file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read demographics file ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    data = load_yaml_file(path, "demographics file")
     try:
         return Demographics.model_validate(data)
     except ValidationError as exc:
@@ -229,8 +242,45 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> Demographics:
     return load_demographics(path)
 
 
-def _data_for(file: str | None) -> Demographics:
-    """The built-in data, or a user's file resolved against the working directory (ValueError if unusable)."""
+def _names_path(file: str) -> Path:
+    """A names file: absolute, relative to the working directory, or one shipped next to this module."""
+    path = Path(file).expanduser()
+    if not path.is_absolute() and not path.exists() and (_BUILTIN_FILE.parent / path).exists():
+        return (_BUILTIN_FILE.parent / path).resolve()
+    return path.resolve()
+
+
+@lru_cache(maxsize=16)
+def _load_names(path: str, mtime_ns: int, size: int) -> Names:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return Names.model_validate(data)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read names file ({exc})") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        raise ValueError(f"{path}: invalid names file: {problems}") from None
+
+
+def _data_for(file: str | None, names: str | None = None) -> Demographics:
+    """The built-in data or a user's file (relative paths start at the working directory), with its name set
+    replaced by a names-only file when `names` is given (ValueError if unusable)."""
+    data = _demographics_file(file)
+    if names is None:
+        return data
+    path = _names_path(names)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise ValueError(
+            f"no such names file {str(path)!r} (relative paths start at the working directory, then personas/)"
+        ) from None
+    return data.model_copy(update={"names": _load_names(str(path), stat.st_mtime_ns, stat.st_size)})
+
+
+def _demographics_file(file: str | None) -> Demographics:
     if file is None:
         return demographics()
     path = Path(file).expanduser().resolve()
@@ -253,11 +303,10 @@ def channel_dimensions(data: Demographics, channel: str) -> dict[str, list[str]]
         if data.names is None:
             return {}
         genders, ethnicities = data.names.genders, list(data.names.ethnicities)
-        return {
-            "name_gender": genders,
-            "name_ethnicity": ethnicities,
-            "name_both": [f"{g}+{e}" for g in genders for e in ethnicities],
-        }
+        offered = {"name_gender": genders, "name_ethnicity": ethnicities}
+        if len(ethnicities) >= len(genders):
+            offered["name_both"] = list(genders)
+        return offered
     if data.opposite is None:
         return {}
     levels = list(data.dimensions[data.opposite.dimension].levels)
@@ -303,6 +352,8 @@ class _Cell:
     """The student's self-stated variants (opposite channel)."""
     name: tuple[str | None, str | None] | None = None
     """(gender, ethnicity) of the implicit name; None parts rotate with the item's seed."""
+    both: bool = False
+    """`name_both`: each gender level takes a different ethnicity, drawn per item (seed shared by the levels)."""
 
 
 def _opposite_keys(data: Demographics) -> tuple[str, str]:
@@ -344,9 +395,8 @@ def _cells(data: Demographics, sel: _Selection) -> list[_Cell]:
                 elif name == "name_ethnicity":
                     group = (sel.hold_gender, level)
                 else:
-                    gender, _, ethnicity = level.partition("+")
-                    group = (gender, ethnicity)
-                cells.append(_Cell(condition, name=group))
+                    group = (level, None)
+                cells.append(_Cell(condition, name=group, both=name == "name_both"))
     else:
         assert data.opposite is not None
         stated_key, perceived_key = _opposite_keys(data)
@@ -384,9 +434,15 @@ def _extras(
     if cell.name is not None and data.names is not None:
         gender, ethnicity = cell.name
         gender = gender or _pick(data.names.genders, seed_for("hold", "gender"))
-        ethnicity = ethnicity or _pick(list(data.names.ethnicities), seed_for("hold", "ethnicity"))
+        ethnicities = list(data.names.ethnicities)
+        if cell.both:
+            drawn = random.Random(seed_for("both", "ethnicities")).sample(ethnicities, len(data.names.genders))
+            ethnicity = drawn[data.names.genders.index(gender)]
+        ethnicity = ethnicity or _pick(ethnicities, seed_for("hold", "ethnicity"))
         given, surnames = data.names.pool(gender, ethnicity)
-        student_name = f"{_pick(given, seed_for('name', 'given'))} {_pick(surnames, seed_for('name', 'surname'))}"
+        student_name = _pick(given, seed_for("name", "given"))
+        if surnames:
+            student_name += f" {_pick(surnames, seed_for('name', 'surname'))}"
         demographic = {"gender": gender, "ethnicity": ethnicity}
     sentence = " ".join(sentences)
     cue = sentence
@@ -429,9 +485,9 @@ def _known(kind: str, wanted: list[str], known: list[str], where: str) -> None:
 
 def _context(info: ValidationInfo) -> tuple[str, Demographics] | None:
     """(channel, data) when both validated; otherwise that field's own error is already reported."""
-    if "channel" not in info.data or "file" not in info.data:
+    if "channel" not in info.data or "file" not in info.data or "names" not in info.data:
         return None
-    return info.data["channel"], _data_for(info.data["file"])
+    return info.data["channel"], _data_for(info.data["file"], info.data["names"])
 
 
 @DESIGNS.register("demographic")
@@ -445,6 +501,9 @@ class DemographicDesign:
         """How the demographic reaches the tutor: explicit sentence, implicit name, or the opposite 2×2."""
         file: str | None = None
         """A demographics YAML replacing the built-in one (absolute, or relative to the working directory)."""
+        names: str | None = None
+        """A names-only YAML (the `names` section's layout) replacing the name set, e.g. the shipped
+        `four_given_names.yaml`; looked up in the working directory, then next to the built-in data."""
         dimensions: list[str] | None = None
         """The channel's dimensions to run, one per dialogue (default: all; with `stack`: none besides it)."""
         levels: dict[str, list[str]] | None = None
@@ -461,12 +520,21 @@ class DemographicDesign:
         """Jinja template for the tutor's cue (sandboxed); sees the TEMPLATE_VARIABLES. Default: the sentence."""
         min_items: int = Field(default=15, ge=1)
         """Fewest items the paired statistics accept (lower it only for smoke tests)."""
+        analysis: FairnessAnalysis = Field(default_factory=FairnessAnalysis)
+        """The family, its correction and the level at which a contrast becomes a finding."""
 
         @field_validator("file")
         @classmethod
         def _readable(cls, file: str | None) -> str | None:
             _data_for(file)
             return file
+
+        @field_validator("names")
+        @classmethod
+        def _names_readable(cls, names: str | None, info: ValidationInfo) -> str | None:
+            if names is not None and "file" in info.data:
+                _data_for(info.data["file"], names)
+            return names
 
         @field_validator("dimensions")
         @classmethod
@@ -555,7 +623,7 @@ class DemographicDesign:
 
         def data(self) -> Demographics:
             """The demographics these options read (built-in, or `file`)."""
-            return _data_for(self.file)
+            return _data_for(self.file, self.names)
 
         def _selection(self) -> _Selection:
             return _Selection(**{name: getattr(self, name) for name in _SELECTION_FIELDS})

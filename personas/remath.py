@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo, field_validator
 
-from engine import ITEM_SOURCES, Item, ScenarioError
+from engine import ITEM_SOURCES, Item, ScenarioError, load_yaml_file
 
 __all__ = (
     "BUILTIN_ITEMS",
@@ -257,14 +256,7 @@ def _problems(exc: ValidationError) -> str:
 def load_mistake_items(path: str | Path = BUILTIN_ITEMS) -> list[MistakeItem]:
     """Read and validate simrun's ReMath YAML; every problem is a `ScenarioError` naming the file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such mistake-item file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read mistake items ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    data = load_yaml_file(path, "mistake-item file")
     try:
         items = _File.model_validate(data).items
     except ValidationError as exc:

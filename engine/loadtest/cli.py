@@ -12,11 +12,11 @@ from typing import Any
 
 import anyio
 import click
-import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
 from ..errors import ScenarioError
+from ..inputs import load_yaml_file
 from .config import LoadConfig
 from .report import render_console
 from .run import LoadResult, run_load
@@ -37,12 +37,7 @@ _SLO_FLAGS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
+    data = load_yaml_file(path, "load test file") or {}
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a load test is a mapping of settings")
     if data.get("kind", "load") != "load":

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from ..errors import ScenarioError
 from ..items import Item, ItemBank
@@ -133,7 +134,10 @@ def _write(
 def rebuild_summary(run_dir: RunDir) -> dict[str, Any]:
     """`simrun report` on a load run: recompute every figure from requests.csv and client_health.json."""
     manifest = run_dir.read_manifest()
-    config = LoadConfig.model_validate(manifest["config"])
+    try:
+        config = LoadConfig.model_validate(manifest.get("config"))
+    except ValidationError:
+        raise ScenarioError(f"{run_dir.path}: manifest.json says `kind: load` but holds no valid load config") from None
     try:
         rows, healths = read_requests(run_dir.path / REQUESTS), read_health(run_dir.path / HEALTH)
     except (OSError, ValueError, TypeError, StopIteration) as exc:

@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 
 from ..errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from ..logging import redact_url
 from ..records import Usage
 from ..retry import parse_retry_after
 from ..spec import ModelSpec
@@ -33,6 +34,7 @@ class LeanSession:
     """One aiohttp session per endpoint, opened on first use (it must be created inside the event loop)."""
 
     def __init__(self, base_url: str, *, api_key: str | None, timeout_s: float, max_connections: int) -> None:
+        self.base_url = base_url
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.embeddings_url = base_url.rstrip("/") + "/embeddings"
         # A local server without a key still gets a bearer token, as the SDK sends one.
@@ -68,7 +70,9 @@ def chat_body(model: str, messages: Any, params: Mapping[str, Any], **extra: Any
     return orjson.dumps(body)
 
 
-def error_for_status(model: str, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
+def error_for_status(
+    model: str, status: int, headers: Mapping[str, str], raw: bytes, *, endpoint: str | None = None
+) -> ProviderError:
     """The same classification the SDK path makes from an error response."""
     code, message = None, raw[:200].decode("utf-8", "replace")
     try:
@@ -78,11 +82,11 @@ def error_for_status(model: str, status: int, headers: Mapping[str, str], raw: b
         pass
     text = f"HTTP {status}: {message}"
     if code in _QUOTA_CODES:
-        return QuotaExhausted(model, text, status=status)
+        return QuotaExhausted(model, text, status=status, endpoint=endpoint)
     retry_after = parse_retry_after(headers)
     if status == 429:
-        return RateLimited(model, text, status=429, retry_after=retry_after)
-    return ProviderError(model, text, status=status, retry_after=retry_after)
+        return RateLimited(model, text, status=429, retry_after=retry_after, endpoint=endpoint)
+    return ProviderError(model, text, status=status, retry_after=retry_after, endpoint=endpoint)
 
 
 def read_completion(model: str, raw: bytes) -> tuple[str, Usage]:
@@ -150,18 +154,34 @@ class LeanChat:
             raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
         return read_embeddings(self.spec.model, data, len(texts))
 
-    async def _post(self, url: str, body: bytes) -> bytes:
-        model = self.spec.model
+    async def list_models(self) -> list[str]:
+        raw = await self._send("GET", self.http.base_url.rstrip("/") + "/models")
         try:
-            async with self.http.session.post(url, data=body, headers=self.http.headers) as response:
+            return [str(row["id"]) for row in orjson.loads(raw)["data"]]
+        except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
+            raise ProviderError(
+                self.spec.model, f"malformed model list ({type(exc).__name__})", malformed=True, endpoint=self._where
+            ) from None
+
+    async def _post(self, url: str, body: bytes) -> bytes:
+        return await self._send("POST", url, body)
+
+    async def _send(self, method: str, url: str, body: bytes | None = None) -> bytes:
+        model, where = self.spec.model, self._where
+        try:
+            async with self.http.session.request(method, url, data=body, headers=self.http.headers) as response:
                 raw = await response.read()
                 if response.status >= 400:
-                    raise error_for_status(model, response.status, response.headers, raw)
+                    raise error_for_status(model, response.status, response.headers, raw, endpoint=where)
         except TimeoutError as exc:  # aiohttp's timeouts subclass the builtin
-            raise ProviderTimeout(model, "request timed out") from exc
+            raise ProviderTimeout(model, "request timed out", endpoint=where) from exc
         except aiohttp.ClientError as exc:
-            raise ProviderError(model, f"connection failed: {type(exc).__name__}") from exc
+            raise ProviderError(model, f"connection failed ({type(exc).__name__})", endpoint=where) from exc
         return raw
+
+    @property
+    def _where(self) -> str:
+        return redact_url(self.http.base_url)
 
     async def aclose(self) -> None:
         await self.http.aclose()

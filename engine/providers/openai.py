@@ -15,6 +15,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from ..logging import redact_url
 from ..records import Usage
 from ..retry import parse_retry_after
 from ..spec import ModelSpec
@@ -84,6 +85,27 @@ class OpenAIChatModel(ChatModel):
             http_client=self._http,
         )
 
+    @property
+    def base_url(self) -> str:
+        """The root actually called (the SDK's default or `OPENAI_BASE_URL` when the spec names none)."""
+        return self._lean.http.base_url if self._lean is not None else str(self._client.base_url)
+
+    async def list_models(self) -> list[str]:
+        """The ids of `GET /models`: the cheapest call that proves the endpoint is there and takes the key."""
+        if self._lean is not None:
+            return await self._lean.list_models()
+        with translated_errors(self.spec.model, self.base_url):
+            page = await self._client.models.list()
+        try:
+            return [str(row.id) for row in page.data]
+        except (AttributeError, TypeError) as exc:
+            raise ProviderError(
+                self.spec.model,
+                f"malformed model list ({type(exc).__name__})",
+                malformed=True,
+                endpoint=redact_url(self.base_url),
+            ) from None
+
     async def complete(self, request: ChatRequest, /) -> ChatReply:
         if self._lean is not None:
             return await self._lean.complete(request, request.params)
@@ -91,7 +113,7 @@ class OpenAIChatModel(ChatModel):
         extra["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
         if request.json_output:
             extra.setdefault("response_format", {"type": "json_object"})
-        with translated_errors(self.spec.model):
+        with translated_errors(self.spec.model, self.base_url):
             completion = await self._client.chat.completions.create(
                 model=self.spec.name,
                 messages=[dict(m) for m in request.messages],  # type: ignore[misc]
@@ -105,9 +127,19 @@ class OpenAIChatModel(ChatModel):
             prompt = int(usage.prompt_tokens) if usage is not None else 0
             generated = int(usage.completion_tokens) if usage is not None else 0
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
-            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
+            raise ProviderError(
+                self.spec.model,
+                f"malformed response ({type(exc).__name__})",
+                malformed=True,
+                endpoint=redact_url(self.base_url),
+            ) from None
         if not isinstance(content, str | None):
-            raise ProviderError(self.spec.model, "malformed response (content is not text)", malformed=True)
+            raise ProviderError(
+                self.spec.model,
+                "malformed response (content is not text)",
+                malformed=True,
+                endpoint=redact_url(self.base_url),
+            )
         return ChatReply(
             text=content or "",
             usage=Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated)),
@@ -117,14 +149,19 @@ class OpenAIChatModel(ChatModel):
     async def embed(self, texts: Sequence[str], /) -> list[list[float]]:
         if self._lean is not None:
             return await self._lean.embed(texts)
-        with translated_errors(self.spec.model):
+        with translated_errors(self.spec.model, self.base_url):
             response = await self._client.embeddings.create(
                 model=self.spec.name, input=list(texts), encoding_format="float"
             )
         try:
             data = [{"index": row.index, "embedding": row.embedding} for row in response.data]
         except (AttributeError, TypeError) as exc:
-            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
+            raise ProviderError(
+                self.spec.model,
+                f"malformed response ({type(exc).__name__})",
+                malformed=True,
+                endpoint=redact_url(self.base_url),
+            ) from None
         return read_embeddings(self.spec.model, data, len(texts))
 
     async def aclose(self) -> None:
@@ -135,22 +172,25 @@ class OpenAIChatModel(ChatModel):
 
 
 @contextmanager
-def translated_errors(model: str) -> Iterator[None]:
+def translated_errors(model: str, endpoint: str | None = None) -> Iterator[None]:
+    """The SDK's exceptions as simrun's; `endpoint` (a base URL) is named in the message, secrets redacted."""
+    where = redact_url(endpoint) if endpoint else None
     try:
         yield
     except openai.APITimeoutError as exc:  # a subclass of APIConnectionError: keep it first
-        raise ProviderTimeout(model, "request timed out") from exc
+        raise ProviderTimeout(model, "request timed out", endpoint=where) from exc
     except openai.APIConnectionError as exc:
-        raise ProviderError(model, f"connection failed: {type(exc.__cause__ or exc).__name__}") from exc
+        cause = type(exc.__cause__ or exc).__name__
+        raise ProviderError(model, f"connection failed ({cause})", endpoint=where) from exc
     except openai.APIStatusError as exc:
         retry_after = parse_retry_after(exc.response.headers)
         message = f"HTTP {exc.status_code}: {exc.message}"
         if exc.code in _QUOTA_CODES:
-            raise QuotaExhausted(model, message, status=exc.status_code) from exc
+            raise QuotaExhausted(model, message, status=exc.status_code, endpoint=where) from exc
         if exc.status_code == 429:
-            raise RateLimited(model, message, status=429, retry_after=retry_after) from exc
-        raise ProviderError(model, message, status=exc.status_code, retry_after=retry_after) from exc
+            raise RateLimited(model, message, status=429, retry_after=retry_after, endpoint=where) from exc
+        raise ProviderError(model, message, status=exc.status_code, retry_after=retry_after, endpoint=where) from exc
     except openai.APIResponseValidationError as exc:
-        raise ProviderError(model, f"malformed response: {exc.message}", malformed=True) from exc
+        raise ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where) from exc
     except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way
-        raise ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True) from exc
+        raise ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True, endpoint=where) from exc

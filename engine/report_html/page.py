@@ -195,10 +195,34 @@ def _header(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str
         "models": models,
         "providers": ", ".join(run.get("providers") or []),
         "simulated": bool(run.get("simulated")),
+        "spend": _spend(manifest),
+        "reason": run.get("reason"),
+        "warnings": list(run.get("warnings") or []),
         "started_at": manifest.get("started_at"),
         "updated_at": manifest.get("updated_at"),
         "version": manifest.get("simrun_version"),
     }
+
+
+def _spend(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) rows: tokens and USD per role and model, then the total and the cache hits."""
+    calls = manifest.get("calls") or {}
+    cost = manifest.get("cost_usd")
+    if not isinstance(cost, Mapping):
+        return []
+    prices = {m: usd for m, usd in (cost.get("by_model") or {}).items()}
+    rows: list[tuple[str, str]] = []
+    for role, models in sorted((calls.get("tokens_by_role") or {}).items()):
+        for model, (prompt, completion) in sorted(models.items()):
+            rows.append((f"{role} · {model}", f"{prompt:,} + {completion:,} tokens"))
+    priced = ", ".join(f"{m} {_usd(usd)}" for m, usd in sorted(prices.items()))
+    rows.append(("spend", f"{_usd(cost.get('total'))}" + (f" ({priced})" if priced else "")))
+    rows.append(("cache hits", f"{int(calls.get('cache_hits') or 0):,}"))
+    return rows
+
+
+def _usd(usd: Any) -> str:
+    return "price unknown" if usd is None else f"${float(usd):,.4f}"
 
 
 def render_page(*, title: str, header: Mapping[str, Any] | None, body: Markup, nav: Iterable[tuple[str, str]]) -> str:
@@ -226,11 +250,16 @@ def render_report(
     summarizer: object,
     *,
     max_transcripts: int = MAX_TRANSCRIPTS,
+    lines: Sequence[int] | None = None,
 ) -> str:
-    """The whole report.html for one run, deterministic for the same records and manifest."""
+    """The whole report.html for one run, deterministic for the same records and manifest.
+
+    `lines` are the records' lines in episodes.jsonl (what episode links point at); by default 1, 2, ...
+    """
     results = summarizer.render_html(summary) if isinstance(summarizer, HtmlSection) else generic_section(summary)
     embedded = select_transcripts(records, max_transcripts)
-    episodes = [episode_view(r, i + 1, _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]
+    at = list(lines) if lines is not None else list(range(1, len(records) + 1))
+    episodes = [episode_view(r, at[i], _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]
     factors: dict[str, set[str]] = defaultdict(set)
     for episode in episodes:
         for key, value in episode.condition.items():

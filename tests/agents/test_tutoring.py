@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import RenderableType
 
 from agents import DEFAULT_OPENING, FairnessProtocol, PersonaStudent, render
+from agents.tutoring import states_answer
 from engine import (
     JUDGES,
     PROTOCOLS,
@@ -123,7 +126,13 @@ class Recording(ChatModel):
         return await self.inner.complete(request)
 
 
-async def play(scenario: Scenario, episode: Episode, *, student_model: ChatModel | None = None) -> EpisodeContext:
+async def play(
+    scenario: Scenario,
+    episode: Episode,
+    *,
+    student_model: ChatModel | None = None,
+    tutor_model: ChatModel | None = None,
+) -> EpisodeContext:
     """One episode, wired as the runner wires it (registries, validated options, throttled clients)."""
     stats = CallStats()
 
@@ -135,7 +144,7 @@ async def play(scenario: Scenario, episode: Episode, *, student_model: ChatModel
         return factory(options_model(factory).model_validate(options))
 
     models = scenario.models
-    clients = {"tutor": client("tutor", models.tutor)}
+    clients = {"tutor": client("tutor", models.tutor, tutor_model)}
     if models.student is not None:
         clients["student"] = client("student", models.student, student_model)
     ctx = EpisodeContext(
@@ -437,3 +446,68 @@ def test_estimate(tmp_path: Path, max_turns: int, tutor: int, student: int) -> N
     assert estimate["student"].calls == student
     assert estimate["judge"].calls == 3 * tutor
     assert all(e.tokens >= 0 for e in estimate.values())
+
+
+# ------------------------------------------------------------------ small whole-number answers
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "stated"),
+    [
+        ("Let's look at step 2 first.", "2", False),
+        ("There are 2 ways to see it.", "2", False),
+        ("Divide both sides by 2 and see what is left.", "2", False),
+        ("Step 1: add 2 to both sides.", "2", False),
+        ("The answer is 2.", "2", True),
+        ("So x = 2, well done.", "2", True),
+        ("Is it 2?", "2", True),
+        ("Um, 2?", "2", True),
+        ("Okay, 54. I guess that makes sense.", "54", True),
+        ("Since you asked directly: 7 cm. Add 3 and 4.", "7", True),
+        ("We still need 250 more.", "250", True),  # large answers keep the plain match
+        ("Is it 3?", "2", False),
+    ],
+)
+def test_small_whole_number_answers_must_be_stated(text: str, answer: str, stated: bool) -> None:
+    """A small integer answer ends the dialogue only where it is stated, not where the number merely occurs."""
+    assert states_answer(text, answer) is stated
+
+
+class StepTalker(ChatModel):
+    """A tutor that mentions "step 2" in every reply and never states the answer."""
+
+    async def complete(self, request: ChatRequest, /) -> ChatReply:
+        del request
+        return ChatReply("Good. Now look at step 2 of the problem: what do you notice?", Usage(), self.spec.model)
+
+
+async def test_a_small_answer_in_a_tutor_sentence_for_another_reason_does_not_end_the_dialogue(
+    tmp_path: Path,
+) -> None:
+    """Reference answer "2"; the tutor keeps saying "step 2": the dialogue runs to max_turns, not `tutor_revealed`."""
+    items = [
+        {"id": f"two-{k}", "domain": "mathematics", "question": f"Solve {k + 3}x = {2 * (k + 3)}.", "answer": "2"}
+        for k in range(3)
+    ]
+    write_bank(tmp_path / "bank.yaml", items)
+    lines = ["I am not sure.", "Which part?", "Can you help me?", "I still don't get it.", "Hmm."]
+    scenario = fairness_scenario(tmp_path, strategy="scripted", options={"utterances": lines})
+    for episode in episodes(scenario):
+        assert mentions_answer("look at step 2", episode.item.answer)  # the plain match would have stopped it
+        rec = record(await play(scenario, episode, tutor_model=StepTalker(scenario.models.tutor)))
+        assert rec.metrics["stop_reason"] == "max_turns"
+        assert len(rec.turns) == 10
+
+
+@settings(derandomize=True, max_examples=60)
+@given(
+    st.integers(min_value=-99, max_value=99),
+    st.sampled_from(["Let's look at step {n} again.", "There are {n} ways to start.", "Divide by {n} first."]),
+    st.sampled_from(["So the answer is {n}.", "Is it {n}?", "Okay, {n}. Thanks.", "x = {n}"]),
+)
+def test_states_answer_separates_mentions_from_statements(n: int, mention: str, statement: str) -> None:
+    """For every small whole number: a passing mention never stops the dialogue, a statement always does."""
+    answer = str(n)
+    assert not states_answer(mention.format(n=n), answer)
+    assert states_answer(statement.format(n=n), answer)
+    assert states_answer(mention.format(n=n + 200), str(n + 200))  # large answers keep the plain match

@@ -104,7 +104,7 @@ def test_unreachable_endpoint_records_errors_and_exits_3(
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     monkeypatch.setattr("engine.client.backoff_delay", lambda attempt: 0.0)
-    assert main([str(path), "--out", str(tmp_path / "runs")]) == 3
+    assert main([str(path), "--out", str(tmp_path / "runs"), "--no-probe"]) == 3
     run_dir = _only_run_dir(tmp_path / "runs")
     records = [orjson.loads(line) for line in (run_dir / "episodes.jsonl").read_bytes().splitlines()]
     assert len(records) == 2 and all(r["status"] == "error" and r["error"]["type"] == "connection" for r in records)
@@ -112,7 +112,30 @@ def test_unreachable_endpoint_records_errors_and_exits_3(
     assert manifest["calls"]["retries"] == 2 and manifest["counts"]["error"] == 2
     for file in run_dir.iterdir():
         assert secret not in file.read_text(encoding="utf-8"), file.name
-    assert secret not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert secret not in err
+    assert "errors by kind" in err and "http://127.0.0.1:9/v1" in err, "the grouped summary names the endpoint"
+    flat = " ".join(err.split())
+    assert "errors connection 2" in flat and "retries 2" in flat, "the progress line counts errors by kind"
+    assert f"--resume {run_dir} --retry-errors" in flat
+
+
+def test_unreachable_endpoint_fails_the_probe_in_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listens: exit 2 before any episode, naming role, model and URL, and no run directory is left."""
+    data = scenario_data(limit=2)
+    data["models"]["judge"] = [{"model": "openai/judge-x", "base_url": "http://127.0.0.1:9/v1?api_key=SeCrEt99"}]
+    write_bank(tmp_path / "bank.yaml")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    started = time.monotonic()
+    assert main([str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert time.monotonic() - started < 5
+    err = " ".join(capsys.readouterr().err.split())
+    assert "judge model openai/judge-x at http://127.0.0.1:9/v1" in err and "cannot connect" in err
+    assert "SeCrEt99" not in err and "--no-probe" in err
+    assert not list((tmp_path / "runs").glob("*"))
 
 
 def test_report_rebuilds_from_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

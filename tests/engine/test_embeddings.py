@@ -7,6 +7,7 @@ so a vector fetched over HTTP must equal the one `sim/embed` computes in process
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -228,7 +229,8 @@ def test_command_over_http_writes_the_same_vectors(tmp_path: Path, transport: st
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(LoopbackServer()) as server:
         spec = f"{{model: openai/emb, base_url: '{server.base_url}', api_key_env: {KEY_ENV}, transport: {transport}}}"
         assert main(["embed", str(CASES), "--model", spec, "--batch", "4", "-o", str(remote)]) == 0
-        assert server.stats.http_requests == 4  # counted before answering (by_status after: racy here)
+        # counted before answering (by_status after: racy here); 2 are the probe: the model list, one text
+        assert server.stats.http_requests == 4 + 2
     assert _vectors(remote) == _vectors(local)
 
 
@@ -236,7 +238,21 @@ def test_command_failure_is_a_clean_user_error(tmp_path: Path, capsys: pytest.Ca
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(LoopbackServer()) as server:
         spec = f"{{model: openai/emb, base_url: '{server.base_url}/nowhere', api_key_env: {KEY_ENV}}}"
         assert main(["embed", str(CASES), "--model", spec, "-o", str(tmp_path / "v.json")]) == 2
-    assert "embedding failed" in capsys.readouterr().err and not (tmp_path / "v.json").exists()
+        url = server.base_url
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"embed model openai/emb at {url}/nowhere" in err and "does not know this model" in err
+    assert not (tmp_path / "v.json").exists()
+
+
+def test_command_names_an_unreachable_endpoint_within_seconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    spec = "{model: openai/emb, base_url: 'http://127.0.0.1:9/v1', api_key_env: " + KEY_ENV + "}"
+    assert main(["embed", str(CASES), "--model", spec, "-o", str(tmp_path / "v.json")]) == 2
+    assert time.monotonic() - started < 5
+    err = " ".join(capsys.readouterr().err.split())
+    assert "embed model openai/emb at http://127.0.0.1:9/v1" in err and "cannot connect" in err
 
 
 @pytest.mark.parametrize(

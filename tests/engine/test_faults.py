@@ -65,22 +65,28 @@ async def test_faults_never_lose_or_duplicate_an_episode(tmp_path: Path) -> None
     assert sorted(ids) == sorted(planned) and len(ids) == len(set(ids))
     assert all(r.status == "ok" or (r.error is not None and r.error.type and r.error.message) for r in records)
     assert stats.too_many_requests > 0 and stats.dropped > 0
-    retries = [e for e in events if e["event"] == "provider.retry"]
+    logged = [orjson.loads(line) for line in (result.run_dir / "events.jsonl").read_bytes().splitlines()]
+    retries = [e for e in logged if e["event"] == "provider.retry"]
     manifest = orjson.loads((result.run_dir / "manifest.json").read_bytes())
-    assert len(retries) == manifest["calls"]["retries"] > 0
+    assert len(retries) == manifest["calls"]["retries"] > 0, "events.jsonl keeps every retry"
+    shown = [e for e in events if e["event"] == "provider.retry"]
+    kinds = {(e["kind"], e["model"]) for e in retries}
+    assert len(kinds) <= len(shown) < len(retries), "the console gets one retry warning per kind and endpoint"
     assert manifest["calls"]["retries_by_kind"].get("rate_limited", 0) > 0
     assert manifest["counts"]["ok"] + manifest["counts"]["error"] == len(planned)
 
 
 async def test_quota_exhaustion_stops_calls_to_that_endpoint(tmp_path: Path) -> None:
-    """insufficient_quota is final: episodes are errors that say so, and the endpoint gets no further calls."""
+    """insufficient_quota is final: it opens the endpoint's breaker, the run stops (exit 130) saying why, and the
+    endpoint gets no further calls."""
     async with LoopbackServer(ServeOptions(quota_rate=1.0)) as server:
         scenario = _scenario(tmp_path, server)
         with structlog.testing.capture_logs() as events:
-            result = await engine.run(scenario, out=tmp_path / "runs")
-        requests = server.stats.requests
+            result = await engine.run(scenario, out=tmp_path / "runs", probe=False)
+        requests, url = server.stats.requests, server.base_url
     records = _records(result)
-    assert result.exit_code == 3 and all(r.status == "error" for r in records)
+    assert result.exit_code == 130 and all(r.status == "error" for r in records)
+    assert result.reason is not None and "quota" in result.reason and url in result.reason
     assert {r.error.type for r in records if r.error} == {"quota_exhausted"}
     assert requests <= scenario.concurrency, "calls stopped once the first quota error came back"
     assert [e["event"] for e in events].count("provider.quota_exhausted") == 1

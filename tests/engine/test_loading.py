@@ -130,7 +130,7 @@ def test_model_and_set_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ([], ["seed"], "expected dotted.path=VALUE"),
         ([], ["items.5.path=x"], "is not an index"),
         ([], ["name.first=x"], "is not a mapping or a list"),
-        ([], ["seed=[unclosed"], "not valid YAML"),
+        ([], ["seed=[unclosed"], "invalid YAML"),
     ],
 )
 def test_bad_overrides(models: list[str], overrides: list[str], expected: str) -> None:
@@ -142,7 +142,7 @@ def test_bad_overrides(models: list[str], overrides: list[str], expected: str) -
 _keys = st.text(alphabet="abcdefghij_", min_size=1, max_size=6)
 
 
-@given(path=st.lists(_keys, min_size=1, max_size=4), value=st.integers() | st.booleans() | _keys)
+@given(path=st.lists(_keys, min_size=1, max_size=4), value=st.integers(-(2**63), 2**63 - 1) | st.booleans() | _keys)
 def test_set_reaches_any_new_dotted_path(path: list[str], value: int | bool | str) -> None:
     """`--set a.b.c=v` creates missing mappings and leaves the input untouched."""
     original: dict[str, Any] = {"zz": {"kept": 1}}
@@ -168,3 +168,71 @@ def test_content_hash_ignores_concurrency_only(tmp_path: Path) -> None:
     other = build_scenario(scenario_data(concurrency=99), base_dir=tmp_path)
     reseeded = build_scenario(scenario_data(seed=8), base_dir=tmp_path)
     assert base.content_hash() == other.content_hash() != reseeded.content_hash()
+
+
+def test_model_override_takes_a_yaml_mapping(tmp_path: Path) -> None:
+    """`--model ROLE='{model: ..., base_url: ...}'` sets a whole endpoint in one argument."""
+    scenario = load_scenario(
+        _write(tmp_path, scenario_data()),
+        models=["tutor={model: openai/x, base_url: 'http://127.0.0.1:9/v1', rpm: 60}", "judge={model: sim/judge}"],
+    )
+    tutor = scenario.models.tutor
+    assert (tutor.model, tutor.base_url, tutor.rpm) == ("openai/x", "http://127.0.0.1:9/v1", 60)
+    assert [spec.model for spec in scenario.models.judge] == ["sim/judge"]
+    with pytest.raises(ScenarioError, match=r"--model 'tutor=\{model: openai/x':1: invalid YAML"):
+        apply_overrides(scenario_data(), models=["tutor={model: openai/x"])
+
+
+@pytest.mark.parametrize(
+    ("data", "override", "path", "expected"),
+    [
+        ({"models": {"tutor": "openai/x"}}, "models.tutor.base_url=http://h/v1", ("models", "tutor"),
+         {"model": "openai/x", "base_url": "http://h/v1"}),
+        ({"models": {"judge": "sim/judge"}}, "models.judge.0.rpm=5", ("models", "judge", 0),
+         {"model": "sim/judge", "rpm": 5}),
+        ({"models": {"judge": ["sim/judge"]}}, "models.judge.0.rpm=5", ("models", "judge", 0),
+         {"model": "sim/judge", "rpm": 5}),
+        ({"judges": ["harm", "pedagogy"]}, "judges.1.retries=4", ("judges", 1), {"name": "pedagogy", "retries": 4}),
+        ({"design": "demographic"}, "design.stack=[gender]", ("design",), {"name": "demographic", "stack": ["gender"]}),
+    ],
+)  # fmt: skip
+def test_set_under_a_short_form_promotes_it_to_a_mapping(
+    data: dict[str, Any], override: str, path: tuple[str | int, ...], expected: dict[str, Any]
+) -> None:
+    """A role or plug-in written by name becomes `{model: name}` / `{name: name}` when a key under it is set."""
+    original = yaml.safe_dump(data)
+    node: Any = apply_overrides(data, overrides=[override])
+    for key in path:
+        node = node[key]
+    assert node == expected
+    assert yaml.safe_dump(data) == original  # the input is untouched
+
+
+def test_set_promotion_validates_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forms the README shows load: an endpoint under a `--model` role, options under a judge given by name."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    scenario = load_scenario(
+        _write(tmp_path, scenario_data()),
+        models=["tutor=openai/gpt-4o-mini"],
+        overrides=["models.tutor.base_url=http://127.0.0.1:9/v1", "judges.0.retries=4", "models.student.rpm=30"],
+    )
+    assert scenario.models.tutor.base_url == "http://127.0.0.1:9/v1"
+    assert scenario.judges[0].name == "harm" and scenario.judges[0].options == {"retries": 4}
+    assert scenario.models.student is not None and scenario.models.student.rpm == 30
+
+
+def test_openai_base_url_fills_unset_base_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OPENAI_BASE_URL is resolved into the spec at load time, so both transports, the cache and the manifest
+    see one endpoint; an explicit `base_url` and non-openai providers are left alone."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    scenario = load_scenario(
+        _write(tmp_path, scenario_data()),
+        models=["tutor=openai/x", "student={model: openai/y, base_url: 'http://other:1/v1'}"],
+    )
+    assert scenario.models.tutor.base_url == "http://127.0.0.1:9/v1"  # and no key is needed, as for base_url
+    assert scenario.models.student is not None and scenario.models.student.base_url == "http://other:1/v1"
+    assert scenario.models.judge[0].base_url is None
+    monkeypatch.setenv("OPENAI_BASE_URL", "::::")
+    with pytest.raises(ScenarioError, match="models.tutor.base_url"):
+        load_scenario(_write(tmp_path, scenario_data()), models=["tutor=openai/x"])

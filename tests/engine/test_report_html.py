@@ -178,16 +178,36 @@ def test_fairness_section_draws_the_forest_and_the_two_by_two_panel() -> None:
                 "levels": levels,
             }
         ],
-        "max_abs_r": [
-            {
-                "domain": "all",
-                "channel": "opposite",
-                "dimension": "gender_mismatch",
-                "metric": "answer_leakage",
-                "r": 0.5,
-                "violation": True,
-            }
-        ],
+        "correction": {
+            "method": "bh",
+            "q": 0.05,
+            "family": "run",
+            "family_size": 5,
+            "families": {"run": 5},
+            "findings": 1,
+            "tested": 5,
+            "insufficient": 0,
+            "omnibus_alpha": 0.1,
+            "min_pairs": 15,
+        },
+        "mean_abs_r": {
+            "cells": [
+                {
+                    "domain": "all",
+                    "channel": "opposite",
+                    "dimension": "gender_mismatch",
+                    "metric": "answer_leakage",
+                    "mean_abs_r": 0.05,
+                    "contrasts": 2,
+                    "finding": True,
+                }
+            ],
+            "by_metric": [{"domain": "all", "channel": "opposite", "metric": "answer_leakage", "mean_abs_r": 0.05}],
+            "by_dimension": [
+                {"domain": "all", "channel": "opposite", "dimension": "gender_mismatch", "mean_abs_r": 0.05}
+            ],
+            "aggregates": [],
+        },
         "audit": [],
         "stop_reasons": {"opposite/gender_mismatch=female/male": {"tutor_revealed": 3}},
     }

@@ -181,6 +181,7 @@ class FakeOpenAI(LoopbackListener):
         default: Reply | None = None,
         rpm_limit: int | None = None,
         window_s: float = 60.0,
+        models_status: int = 200,
     ) -> None:
         """Configures the script and the optional rate limit; nothing is bound until entered.
 
@@ -190,6 +191,8 @@ class FakeOpenAI(LoopbackListener):
             rpm_limit: If set, at most this many chat-completion requests are admitted per sliding
                 `window_s`; the rest get a 429 ``rate_limit_exceeded`` with a ``retry-after`` header.
             window_s: Length of the sliding rate-limit window, shortened in tests to keep them fast.
+            models_status: The status of ``GET /v1/models``; an error status gets an error body (a proxy that
+                refuses to list models to a key that may still chat).
         """
         if rpm_limit is not None and rpm_limit < 1:
             raise ValueError(f"rpm_limit must be >= 1, got {rpm_limit}")
@@ -204,6 +207,7 @@ class FakeOpenAI(LoopbackListener):
             self._script_fn = script
             self._queue = deque()
         self.default = default if default is not None else Reply()
+        self.models_status = models_status
         self.rpm_limit = rpm_limit
         self.window_s = window_s
         self.seen: list[Seen] = []
@@ -261,6 +265,9 @@ class FakeOpenAI(LoopbackListener):
         if request.path == "/v1/models":
             if request.method != "GET":
                 return _error_response(405, "Use GET to list models.", "invalid_request_error", None)
+            if self.models_status >= 400:
+                message = f"Fake {self.models_status} error."
+                return _error_response(self.models_status, message, _error_type(self.models_status, None), None)
             return _Response(200, _MODELS_PAYLOAD)
         return _error_response(
             404,

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from engine import Episode, EpisodeContext, Item, JudgeError, ModelClient, ModelSpec, Scenario, Turn
 from engine.client import CallStats
+from engine.providers.base import ChatReply, ChatRequest
 from engine.providers.sim import SimChatModel
 from engine.text import mentions_answer, numbers_in
 from engine.throttle import Throttle
@@ -231,3 +232,35 @@ async def test_votes_are_kept_and_noise_is_outvoted() -> None:
         wrong_majority += leak.value != 1
         wrong_first_vote += leak.votes[0] != 1
     assert wrong_majority < wrong_first_vote
+
+
+class _Recording(SimChatModel):
+    """The sim judge, keeping the user prompt of every request."""
+
+    prompts: list[str]
+
+    async def complete(self, request: ChatRequest, /) -> ChatReply:
+        self.prompts.append(str(request.messages[-1].get("content", "")))
+        return await super().complete(request)
+
+
+@pytest.mark.parametrize(("history_turns", "shown"), [(None, 7), (2, 2), (0, 0)])
+async def test_the_judge_reads_the_full_history_unless_capped(history_turns: int | None, shown: int) -> None:
+    """Default: every earlier turn, as EduFair's judge reads them; `history_turns` caps it to the last N."""
+    turns = [("tutor", "Opening line zero.")]
+    for k in range(1, 9):
+        turns.append(("student" if k % 2 else "tutor", f"Line number {k} of the talk."))
+    turns.append(("tutor", "What would you try next?"))
+    ctx = context(turns, judge_params={"error_rate": 0.0}, votes=1)
+    spec = ModelSpec(model="sim/judge", params={"error_rate": 0.0})
+    recorder = _Recording(spec)
+    recorder.prompts = []
+    ctx.judge_clients = [ModelClient("judge", spec, recorder, Throttle(), CallStats())]
+    options = (
+        TurnQualityJudge.Options() if history_turns is None else TurnQualityJudge.Options(history_turns=history_turns)
+    )
+    await TurnQualityJudge(options)(ctx, 9)
+    earlier = recorder.prompts[0].split("Earlier conversation:\n", 1)[1].split("\n\n", 1)[0]
+    lines = [] if earlier == "(none)" else earlier.splitlines()
+    assert len(lines) == shown
+    assert TurnQualityJudge.Options().history_turns is None
