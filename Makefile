@@ -1,28 +1,45 @@
-# Two commands do all the set-up: `make run` and `make test` each create .venv and install from pyproject.toml.
+# Two commands do all the set-up: `make run` installs simrun with its runtime dependencies into .venv and runs a
+# scenario; `make test` adds the dev extra (pytest, mypy, ruff, hypothesis, playwright) and runs the checks.
+# pip's own output is kept, so every package shows as it is collected and installed.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --progress-bar on
 SCENARIO ?= scenarios/crescendo.yaml
+RUNTIME := $(VENV)/.simrun-runtime
+DEV := $(VENV)/.simrun-dev
 
-.PHONY: install run test lint bench clean
+.PHONY: install install-dev run test lint bench clean
 
-$(BIN)/simrun: pyproject.toml
+$(BIN)/python:
+	@echo "==> [1/3] creating $(VENV) with $$($(PY) --version)"
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PIP) --upgrade pip
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	@echo "==> [2/3] installing simrun (editable) and its runtime dependencies"
+	$(PIP) -e .
 	@touch $@
 
-install: $(BIN)/simrun
+$(DEV): $(RUNTIME)
+	@echo "==> [3/3] installing the dev extra: pytest, hypothesis, mypy, ruff, playwright"
+	$(PIP) -e '.[dev]'
+	@touch $@
+
+install: $(RUNTIME)
+
+install-dev: $(DEV)
 
 run: install
+	@echo "==> running $(SCENARIO) on the offline sim provider"
 	$(BIN)/simrun $(SCENARIO)
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install lint
+test: install-dev lint
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -41,12 +41,12 @@ from engine import (
     PROTOCOLS,
     STUDENTS,
     TUTORS,
+    BuiltScenario,
     CallEstimate,
     Episode,
     EpisodeContext,
     Item,
     RequestContext,
-    Scenario,
     Utterance,
     judge_calls,
 )
@@ -503,13 +503,14 @@ class CasesProtocol:
             mcq_correct=choice == mcq.letters[mcq.correct],
         )
 
-    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+    def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        scenario = built.scenario
         task = episode.condition.get("task", "open")
         prompt = 700 if episode.condition.get("reference") == "retrieved" else 550
         if task in ("mcq4", "binary"):
             return {"tutor": CallEstimate(1 + self.retries, (prompt + 150) * (1 + self.retries))}
         guesses = {"tutor": CallEstimate(1, prompt + 120)}
-        judges = judge_calls(scenario, 1)
+        judges = judge_calls(built, 1)
         guesses["judge"] = CallEstimate(judges, judges * (prompt + 600))
         if task == "interactive":
             turns = int(scenario.student.options.get("turns", 2))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine import PROTOCOLS, CallEstimate, Episode, EpisodeContext, Scenario, judge_calls
+from engine import PROTOCOLS, BuiltScenario, CallEstimate, Episode, EpisodeContext, judge_calls
 
 from .students import Backtracking, CrescendoStudent
 
@@ -57,7 +57,8 @@ class CrescendoProtocol:
         ctx.meta.setdefault("backtracks", 0)
         ctx.meta["format"] = ctx.condition.get("format", "multi")
 
-    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+    def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        scenario = built.scenario
         options = scenario.student.options
         single = episode.condition.get("format") == "single"
         if single:
@@ -75,7 +76,7 @@ class CrescendoProtocol:
         guesses = {"tutor": tutor}
         if scenario.models.student is not None and scenario.student.strategy == "crescendo":
             guesses["student"] = CallEstimate(exchanges, context_tokens + 80 * exchanges)
-        calls = judge_calls(scenario, exchanges)
+        calls = judge_calls(built, exchanges)
         guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120))
         return guesses
 

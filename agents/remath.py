@@ -37,11 +37,11 @@ from engine import (
     STUDENTS,
     TUTORS,
     BadModelOutput,
+    BuiltScenario,
     CallEstimate,
     Episode,
     EpisodeContext,
     RequestContext,
-    Scenario,
     Utterance,
     judge_calls,
 )
@@ -372,8 +372,9 @@ class RemediationProtocol:
             strategy, intention = parse_strategy_labels(text)
             ctx.metrics.update(strategy_pred=strategy, intention_pred=intention)
 
-    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+    def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
         """Upper bound: every retry of a classification is used; a Task C reply is judged once."""
+        scenario = built.scenario
         retries = int(scenario.tutor.options.get("retries", 2))
         task = episode.condition.get("task", "response")
         given = episode.condition.get("given", "none")
@@ -382,7 +383,7 @@ class RemediationProtocol:
         else:
             tutor_calls = {"human": 0, "predicted": 1 + 2 * (retries + 1)}.get(given, 1)
         tokens = tutor_calls * (_PROMPT_TOKENS + _REPLY_TOKENS)
-        calls = judge_calls(scenario, 1 if task == "response" else 0)
+        calls = judge_calls(built, 1 if task == "response" else 0)
         return {
             "tutor": CallEstimate(tutor_calls, tokens),
             "judge": CallEstimate(calls, calls * (_PROMPT_TOKENS + 2 * _REPLY_TOKENS + 120)),

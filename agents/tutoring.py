@@ -28,14 +28,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 from engine import (
     PROTOCOLS,
-    STUDENTS,
+    BuiltScenario,
     CallEstimate,
     Episode,
     EpisodeContext,
-    Scenario,
     Utterance,
     judge_calls,
-    options_model,
 )
 from engine.templates import render
 from engine.text import mentions_answer
@@ -143,12 +141,11 @@ class FairnessProtocol:
         ctx.metrics.update(stop_reason=stop, turns=len(ctx.turns))
         ctx.meta["max_turns"] = max_turns
 
-    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+    def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
         """Upper bound: every turn up to `max_turns` is played (the opening costs nothing)."""
+        scenario = built.scenario
         del episode
-        factory = STUDENTS.get(scenario.student.strategy)
-        options = options_model(factory).model_validate(scenario.student.options)
-        max_turns = getattr(options, "max_turns", DEFAULT_MAX_TURNS)
+        max_turns = getattr(built.plugins.student_options, "max_turns", DEFAULT_MAX_TURNS)
         if not isinstance(max_turns, int):
             max_turns = DEFAULT_MAX_TURNS
         tutor_calls = (max_turns - 1) // 2  # turns 2, 4, ... below max_turns
@@ -159,7 +156,7 @@ class FairnessProtocol:
         }
         if scenario.models.student is not None:
             guesses["student"] = CallEstimate(student_calls, sum(context[0::2]) + _STUDENT_REPLY_TOKENS * student_calls)
-        calls = judge_calls(scenario, tutor_calls)
+        calls = judge_calls(built, tutor_calls)
         guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120))
         return guesses
 

@@ -8,6 +8,7 @@
 Importing `engine` configures nothing global (no logging, no event loop policy) and loads no provider SDK.
 """
 
+from .built import BuiltScenario, build, load_built
 from .client import CallStats, ModelClient
 from .errors import (
     BadModelOutput,
@@ -61,6 +62,7 @@ __all__ = (
     "TUTORS",
     "Agent",
     "BadModelOutput",
+    "BuiltScenario",
     "CallEstimate",
     "CallStats",
     "ChatModel",
@@ -103,10 +105,12 @@ __all__ = (
     "Usage",
     "Utterance",
     "apply_overrides",
+    "build",
     "build_scenario",
     "check_scenario",
     "derive_seed",
     "judge_calls",
+    "load_built",
     "load_items",
     "load_plugins",
     "load_scenario",

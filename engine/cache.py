@@ -55,10 +55,10 @@ from typing import Any, TypeVar
 import anyio
 import click
 import orjson
-import structlog
 from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError
+from .logging import HOST_LOG
 from .providers.base import ChatReply, ChatRequest, RequestContext
 from .records import Usage
 from .spec import ModelSpec, Scenario
@@ -73,7 +73,7 @@ __all__ = (
     "resolve_cache_path",
 )
 
-log = structlog.get_logger("simrun")
+log = HOST_LOG
 
 KEY_VERSION = 1
 """Part of every key: bumping it retires all earlier entries instead of misreading them."""

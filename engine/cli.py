@@ -22,19 +22,21 @@ from rich.text import Text
 
 from .breaker import parse_max_errors
 from .budget import Budget, price_of
+from .built import BuiltScenario, load_built
+from .duration import duration_text
 from .errors import ScenarioError
+from .format import fit_to_width
 from .live import LiveDetail, print_end_summary, resume_hint
-from .loading import load_scenario
 from .logging import configure_console_logging
 from .modes import mode_of
-from .plan import load_items, plan_episodes
-from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, CallEstimate, planning_notes
+from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from .providers import PROVIDERS
 from .records import EpisodeRecord
 from .report import write_report
 from .rundir import RunDir
-from .runner import Runner, RunResult, preflight
-from .spec import Scenario
+from .runner import Runner, RunResult
+from .runs import RUN_DIR
+from .verbosity import LEVELS, split_verbosity, verbosity
 
 __all__ = ("main",)
 
@@ -57,6 +59,7 @@ class _RunByDefault(click.Group):
         "view": "engine.view:view_command",
         "compare": "engine.compare:compare_command",
         "embed": "engine.embed:embed_command",
+        "runs": "engine.runs:runs_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -69,15 +72,22 @@ class _RunByDefault(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        front, args = split_verbosity(args)
         if args and args[0] not in self.commands and args[0] not in self.LAZY and not args[0].startswith("-"):
             args = ["run", *args]
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, [*front, *args])
 
 
 @click.group(cls=_RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="simrun", prog_name="simrun")
-def cli() -> None:
-    """Run tutor / simulated-student / judge scenarios and summarise what the judges found."""
+@click.option("--quiet", "-q", is_flag=True, help="Print results and errors only: no progress, no warnings.")
+@click.option("--log-level", type=click.Choice(LEVELS), help="Run events echoed on the console (default warning).")
+def cli(quiet: bool, log_level: str | None) -> None:
+    """Run tutor / simulated-student / judge scenarios and summarise what the judges found.
+
+    --quiet and --log-level may be given anywhere on the line.
+    """
+    verbosity.set(quiet=quiet, level=log_level)
 
 
 _scenario_arg = click.argument("scenario", type=click.Path(path_type=Path, dir_okay=False))
@@ -112,10 +122,10 @@ def _load(
     seed: int | None = None,
     concurrency: int | None = None,
     max_episodes: int | None = None,
-) -> Scenario:
+) -> BuiltScenario:
     flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
     extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
-    return load_scenario(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+    return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
 
 
 @cli.command()
@@ -135,8 +145,8 @@ def _load(
 @click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
 @click.option(
     "--resume",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Complete an interrupted run: only its missing episodes are run.",
+    type=RUN_DIR,
+    help="Complete an interrupted run: only its missing episodes are run (`latest`: the newest run).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
 @click.option("--cache/--no-cache", "cache", default=None, help="Answer repeated calls from the response cache.")
@@ -172,7 +182,7 @@ def run(
     max_errors: str | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
-    spec = _load(
+    built = _load(
         scenario,
         overrides,
         models,
@@ -184,11 +194,11 @@ def run(
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(spec, estimate=True, budget=budget)
+        _print_plan(built, estimate=True, budget=budget)
         return 0
     console = Console(stderr=True)
     runner = Runner(
-        spec,
+        built,
         out=out,
         resume=resume,
         cache=cache_path or cache,
@@ -197,15 +207,17 @@ def run(
         probe=not no_probe,
         max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
     )
-    configure_console_logging(console=console, secrets=runner.redactor)
+    runner.prepare()
+    configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     out_console = Console(soft_wrap=True)
-    out_console.print(SUMMARIZERS.get(spec.kind).render_console(result.summary))
+    out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
-    print_end_summary(console, runner, result)
+    if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
+        print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
     same = [
         f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
@@ -229,6 +241,7 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         LiveDetail(runner),
         console=console,
         transient=False,
+        disable=verbosity.quiet,
     )
     task = progress.add_task(runner.scenario.name, total=len(runner.episodes), completed=runner.already_done)
 
@@ -241,9 +254,8 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         return result
 
 
-def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None) -> None:
-    episodes = plan_episodes(spec, load_items(spec))
-    preflight(spec, episodes)
+def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None = None) -> None:
+    spec, episodes = built.scenario, built.episodes
     console = Console(soft_wrap=True)
     conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
     factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
@@ -259,16 +271,12 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         console.print(Text(note))
     if not estimate:
         return
-    protocol = PROTOCOLS.get(spec.kind)
-    totals: dict[str, CallEstimate] = {}
-    for episode in episodes:
-        for role, guess in protocol.estimate(spec, episode).items():
-            totals[role] = totals.get(role, CallEstimate()) + guess
+    totals = built.estimate()
     table = Table(title="estimated model calls (upper bound; nothing was called)")
     for column in ("role", "model", "calls", "tokens", "cost (USD)"):
         table.add_column(column, justify="left" if column in ("role", "model") else "right")
     by_role: dict[str, list[str]] = {}
-    for role, model_spec in spec.models.by_role():
+    for role, model_spec in built.models:
         by_role.setdefault(role, []).append(model_spec.model)
     total_cost: float | None = 0.0
     total_tokens = 0
@@ -283,6 +291,7 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
         shown = "unknown price" if cost is None else f"{cost:,.2f}"
         table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
     console.print(table)
+    console.print(Text(duration_text(spec, totals)))
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
         cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
         limits = ", ".join(
@@ -305,14 +314,13 @@ def _print_plan(spec: Scenario, *, estimate: bool, budget: Budget | None = None)
 @_max_episodes_opt
 def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
-    spec = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes)
-    _print_plan(spec, estimate=False)
+    _print_plan(_load(scenario, overrides, models, credentials=False, max_episodes=max_episodes), estimate=False)
     Console().print("[green]valid[/]")
     return 0
 
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("run_dir", type=RUN_DIR)
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
@@ -321,12 +329,15 @@ def report(run_dir: Path) -> int:
     try:
         mode = mode_of(manifest)
         if mode is not None:
-            Console().print(mode.render_console(mode.rebuild(run)))
+            console = Console()
+            console.print(fit_to_width(mode.render_console(mode.rebuild(run)), console.width))
         else:
             summary = write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
-            Console().print(SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary))
+            renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)
+            console = Console()
+            console.print(fit_to_width(renderable, console.width))
     finally:
         run.release()
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-import structlog
 
 from .breaker import Breaker
 from .cache import ResponseCache, cache_key
 from .errors import ProviderError, ProviderTimeout, QuotaExhausted
-from .logging import Redactor, RunEvents
+from .logging import HOST_LOG, Redactor, RunEvents
 from .providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
 from .retry import backoff_delay, classify
 from .spec import ModelSpec
@@ -26,7 +25,7 @@ from .throttle import Throttle
 
 __all__ = ("CallStats", "ModelClient", "estimate_tokens")
 
-log = structlog.get_logger("simrun")
+log = HOST_LOG
 
 
 @dataclass

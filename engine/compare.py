@@ -18,9 +18,12 @@ from typing import Any
 import click
 import orjson
 from markupsafe import Markup
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from .errors import ScenarioError
-from .format import nanmean
+from .format import fit_to_width, nanmean
 from .modes import mode_of
 from .paired import MEANINGFUL_R, contrast_rows, format_effect, format_p
 from .plan import derive_seed
@@ -39,6 +42,7 @@ from .report_html import (
     table,
 )
 from .rundir import RunDir
+from .runs import RUN_DIR
 from .spec import measured
 
 __all__ = ("Comparison", "compare_command", "compare_runs", "write_comparison")
@@ -330,6 +334,25 @@ def render_markdown(comparison: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_console(comparison: Comparison) -> Table | None:
+    """The headline: each metric's paired difference over all conditions, with its interval, as in compare.md."""
+    overall = [c for c in comparison.contrasts if c["condition"] == ALL]
+    if not comparable_rows(comparison) or not overall:
+        return None
+    labels = [run["label"] for run in comparison.runs]
+    table = Table(title=f"Paired differences over {comparison.matched} matched episodes (all conditions)")
+    for column in ("metric", *(f"mean {label}" for label in labels), "contrast", "r [95% CI]", "p (adj.)", "n"):
+        table.add_column(column, justify="left" if column in ("metric", "contrast", "r [95% CI]") else "right")
+    for c in overall:
+        table.add_row(
+            *map(Text, (c["metric"], *(_mean(c["means"][label]) for label in labels), _contrast_label(c))),
+            Text(format_effect(c), style="bold" if c["violation"] else ""),
+            *map(Text, (format_p(c["p_adjusted"]), str(c["n"]))),
+        )
+    table.caption = f"bold: the interval excludes 0. {_chance_note(comparison)}"
+    return table
+
+
 def comparable_rows(comparison: Comparison) -> bool:
     return comparison.comparable and bool(comparison.contrasts)
 
@@ -462,13 +485,17 @@ def write_comparison(paths: Sequence[Path], out: Path) -> Comparison:
 
 
 @click.command(name="compare")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Folder for the comparison report.")
 def compare_command(runs: tuple[Path, ...], out: Path | None) -> int:
     """Compare RUN_A RUN_B [...] episode by episode; writes compare.md and compare.html (exit 2: not comparable)."""
     target = out or Path("runs") / f"compare-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     comparison = write_comparison(runs, target)
+    console = Console(soft_wrap=True)
     for statement in comparison.statements:
-        click.echo(statement)
+        console.print(Text(statement))
+    headline = render_console(comparison)
+    if headline is not None:
+        console.print(fit_to_width(headline, console.width))
     click.echo(f"wrote {target / 'compare.md'} and {target / 'compare.html'} ({comparison.matched} matched episodes)")
     return 0 if comparison.comparable else 2

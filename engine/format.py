@@ -1,16 +1,23 @@
 """Cell formatters shared by the reports, so a rate or a mean reads the same in every table.
 
 Markdown and console cells show a missing value as "–"; HTML cells pass None on, and the table decides how
-to show it. Contrast cells (p values, effects) live with their statistics in `engine.paired`.
+to show it. Contrast cells (p values, effects) live with their statistics in `engine.paired`. Console
+tables of every kind pass through `fit_to_width` where the command line prints them.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ("format_pct", "format_rate", "nanmean", "pct_or_none")
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+
+__all__ = ("fit_to_width", "format_pct", "format_rate", "nanmean", "pct_or_none")
 
 
 def nanmean(values: Sequence[float]) -> float | None:
@@ -32,3 +39,54 @@ def format_rate(row: Mapping[str, Any] | None) -> str:
     if row is None or row.get("rate") is None:
         return "–"
     return f"{row['rate']:.0%} [{row['low']:.0%}, {row['high']:.0%}]"
+
+
+def fit_to_width(renderable: RenderableType, width: int) -> RenderableType:
+    """Every table in `renderable` made readable at `width` columns, never with a header cut to "…".
+
+    A table that fits is left alone. One whose longest words fit wraps its cells at spaces (a word too long
+    for its column folds rather than ending in "…"). One that cannot fit even so is stacked: each row
+    becomes a block of "column  value" lines, so a wide summary still reads on an 80-column terminal.
+    """
+    if isinstance(renderable, Group):
+        return Group(*(fit_to_width(part, width) for part in renderable.renderables))
+    if not isinstance(renderable, Table):
+        return renderable
+    console = Console(width=100_000)  # unclamped: what the table would like
+    measured = console.measure(renderable)
+    if measured.maximum <= width:
+        return renderable
+    if measured.minimum <= width:
+        for column in renderable.columns:
+            column.overflow, column.no_wrap = "fold", False
+        _keep_words_whole(renderable, width)
+        return renderable
+    return _stacked(renderable)
+
+
+def _keep_words_whole(table: Table, width: int) -> None:
+    """Rich may squeeze a column below its longest word; a minimum width per column prevents that, unless
+    the minimums then overflow `width` (rich counts them differently), in which case folding stays."""
+    console = Console(width=100_000)
+    before = [column.min_width for column in table.columns]
+    for column in table.columns:
+        cells = [column.header, *column._cells]  # rich keeps a column's cells here
+        words = max(Measurement.get(console, console.options, cell).minimum for cell in cells)
+        column.min_width = max(column.min_width or 0, words)
+    probe = Console(width=width * 2, file=io.StringIO(), record=True)  # wide enough to show an overflow
+    probe.print(table, width=width)
+    if max(map(len, probe.export_text().splitlines()), default=0) > width:
+        for column, minimum in zip(table.columns, before, strict=True):
+            column.min_width = minimum
+
+
+def _stacked(table: Table) -> Table:
+    stacked = Table(title=table.title, caption=table.caption, show_header=False, box=box.SIMPLE_HEAD)
+    stacked.add_column(style="bold", overflow="fold")
+    stacked.add_column(overflow="fold")
+    cells = [column._cells for column in table.columns]  # rich keeps a column's cells here
+    for index in range(table.row_count):
+        for column, column_cells in zip(table.columns, cells, strict=True):
+            stacked.add_row(column.header, column_cells[index])
+        stacked.rows[-1].end_section = True
+    return stacked

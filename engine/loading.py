@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -17,15 +18,52 @@ from .errors import ScenarioError, SimError
 from .inputs import check_input_path, parse_yaml, read_input
 from .items import ITEM_SOURCES
 from .modes import mode_of
-from .plan import DESIGNS
-from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, options_model
+from .plan import DESIGNS, Design
+from .plugins import (
+    JUDGES,
+    PROTOCOLS,
+    STUDENTS,
+    SUMMARIZERS,
+    TUTORS,
+    AgentFactory,
+    DialogueProtocol,
+    Judge,
+    Summarizer,
+    options_model,
+)
 from .providers import PROVIDERS
 from .spec import Scenario
 
-__all__ = ("apply_overrides", "build_scenario", "check_scenario", "load_scenario", "parse_model_override")
+__all__ = (
+    "Plugins",
+    "apply_overrides",
+    "build_scenario",
+    "check_scenario",
+    "load_checked",
+    "load_scenario",
+    "parse_model_override",
+)
 
 _ROLES = ("tutor", "student", "judge")
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict", "tuple", "none"})
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """Every plug-in a scenario names, resolved once with its options validated once.
+
+    Agents keep per-episode state, so they stay factories with their validated options; judges, the design,
+    the protocol and the summariser are shared by every episode and are built here.
+    """
+
+    protocol: DialogueProtocol
+    summarizer: Summarizer
+    tutor_factory: AgentFactory
+    tutor_options: BaseModel
+    student_factory: AgentFactory
+    student_options: BaseModel
+    judges: tuple[Judge, ...]
+    design: Design | None
 
 
 def load_scenario(
@@ -36,6 +74,17 @@ def load_scenario(
     check_credentials: bool = True,
 ) -> Scenario:
     """Read, override (`--set a.b=v`, `--model role=provider/name`), validate and check a scenario file."""
+    return load_checked(path, overrides=overrides, models=models, check_credentials=check_credentials)[0]
+
+
+def load_checked(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    models: Sequence[str] = (),
+    check_credentials: bool = True,
+) -> tuple[Scenario, Plugins]:
+    """`load_scenario`, with the plug-ins its check resolved, so that building it validates nothing again."""
     path = Path(path)
     data, tree = parse_yaml(read_input(path, "scenario file"), str(path))
     if not isinstance(data, dict):
@@ -44,9 +93,9 @@ def load_scenario(
     if mode is not None:
         raise ScenarioError(f"{path} is {mode.noun}: run it with `{mode.command} {path}`")
     data = apply_overrides(data, overrides=overrides, models=models)
-    return build_scenario(
-        data, base_dir=path.resolve().parent, source=str(path), tree=tree, check_credentials=check_credentials
-    )
+    scenario = _validated(data, base_dir=path.resolve().parent, source=str(path), tree=tree)
+    plugins = check_scenario(scenario, source=str(path), tree=tree, check_credentials=check_credentials)
+    return scenario, plugins
 
 
 def build_scenario(
@@ -58,14 +107,17 @@ def build_scenario(
     check_credentials: bool = True,
 ) -> Scenario:
     """Validate plain data (from YAML or code) into a checked `Scenario`."""
+    scenario = _validated(data, base_dir=base_dir, source=source, tree=tree)
+    check_scenario(scenario, source=source, tree=tree, check_credentials=check_credentials)
+    return scenario
+
+
+def _validated(data: Mapping[str, Any], *, base_dir: Path | None, source: str, tree: yaml.Node | None) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(_format_validation(exc, source, tree)) from None
-    if base_dir is not None:
-        scenario = scenario.with_base_dir(base_dir)
-    check_scenario(scenario, source=source, tree=tree, check_credentials=check_credentials)
-    return scenario
+    return scenario if base_dir is None else scenario.with_base_dir(base_dir)
 
 
 def check_scenario(
@@ -74,32 +126,48 @@ def check_scenario(
     source: str = "<scenario>",
     tree: yaml.Node | None = None,
     check_credentials: bool = True,
-) -> None:
+) -> Plugins:
     """Resolve every plug-in name and validate its options, so nothing fails by name mid-run."""
 
     def fail(loc: Sequence[str | int], message: str) -> ScenarioError:
         return ScenarioError(f"{source}{_line(tree, loc)}: {_dotted(loc)}: {message}")
 
-    def resolve(registry: Any, name: str, loc: Sequence[str | int], options: Mapping[str, Any] | None) -> None:
+    def resolve(registry: Any, name: str, loc: Sequence[str | int], options: Mapping[str, Any] | None) -> Any:
         try:
             plugin = registry.get(name)
         except SimError as exc:
             raise fail(loc, str(exc)) from None
-        if options is not None:
-            model = options_model(plugin)
-            try:
-                model.model_validate(options)
-            except ValidationError as exc:
-                raise ScenarioError(_format_validation(exc, source, tree, prefix=tuple(loc[:-1]), root=model)) from None
+        if options is None:
+            return plugin, None
+        model = options_model(plugin)
+        try:
+            return plugin, model.model_validate(options)
+        except ValidationError as exc:
+            raise ScenarioError(_format_validation(exc, source, tree, prefix=tuple(loc[:-1]), root=model)) from None
 
-    resolve(PROTOCOLS, scenario.kind, ("kind",), None)
-    if scenario.design is not None:
-        resolve(DESIGNS, scenario.design.name, ("design", "name"), scenario.design.options)
-    resolve(SUMMARIZERS, scenario.kind, ("kind",), None)
-    resolve(TUTORS, scenario.tutor.agent, ("tutor", "agent"), scenario.tutor.options)
-    resolve(STUDENTS, scenario.student.strategy, ("student", "strategy"), scenario.student.options)
-    for i, judge in enumerate(scenario.judges):
-        resolve(JUDGES, judge.name, ("judges", i, "name"), judge.options)
+    def built(registry: Any, name: str, loc: Sequence[str | int], options: Mapping[str, Any]) -> Any:
+        factory, validated = resolve(registry, name, loc, options)
+        return factory(validated)
+
+    protocol, _ = resolve(PROTOCOLS, scenario.kind, ("kind",), None)
+    spec = scenario.design
+    design = None if spec is None else built(DESIGNS, spec.name, ("design", "name"), spec.options)
+    summarizer, _ = resolve(SUMMARIZERS, scenario.kind, ("kind",), None)
+    tutor, tutor_options = resolve(TUTORS, scenario.tutor.agent, ("tutor", "agent"), scenario.tutor.options)
+    student, student_options = resolve(
+        STUDENTS, scenario.student.strategy, ("student", "strategy"), scenario.student.options
+    )
+    judges = tuple(built(JUDGES, j.name, ("judges", i, "name"), j.options) for i, j in enumerate(scenario.judges))
+    plugins = Plugins(protocol, summarizer, tutor, tutor_options, student, student_options, judges, design)
+    _check_items(scenario, fail, resolve)
+    _check_models(scenario, fail, source, tree, check_credentials)
+    needs_model = [judge.name for judge in plugins.judges if getattr(judge, "model_calls", 1) > 0]
+    if needs_model and not scenario.models.judge:
+        raise fail(("models", "judge"), f"judges {', '.join(needs_model)} call a model: set at least one judge model")
+    return plugins
+
+
+def _check_items(scenario: Scenario, fail: Any, resolve: Any) -> None:
     for i, item_source in enumerate(scenario.items):
         # Sources that declare an `Options` model get their options checked here; others check their own.
         declared = item_source.source in ITEM_SOURCES and hasattr(ITEM_SOURCES.get(item_source.source), "Options")
@@ -111,6 +179,9 @@ def check_scenario(
             check_input_path(item_path, "item file", allow_dir=True)
         except ScenarioError as exc:
             raise fail(("items", i, "path"), str(exc)) from None
+
+
+def _check_models(scenario: Scenario, fail: Any, source: str, tree: yaml.Node | None, check_credentials: bool) -> None:
     for role, loc, spec in _model_specs(scenario):
         try:
             implementation = PROVIDERS.get(spec.provider)()
@@ -129,15 +200,6 @@ def check_scenario(
                 raise ScenarioError(
                     _format_validation(exc, source, tree, prefix=(*loc, "params"), root=params_model)
                 ) from None
-
-    needs_model = [spec.name for spec in scenario.judges if getattr(_built(JUDGES, spec), "model_calls", 1) > 0]
-    if needs_model and not scenario.models.judge:
-        raise fail(("models", "judge"), f"judges {', '.join(needs_model)} call a model: set at least one judge model")
-
-
-def _built(registry: Any, spec: Any) -> Any:
-    factory = registry.get(spec.name)
-    return factory(options_model(factory).model_validate(spec.options))
 
 
 def _model_specs(scenario: Scenario) -> list[tuple[str, tuple[str | int, ...], Any]]:

@@ -22,6 +22,7 @@ from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
 
 __all__ = (
+    "HOST_LOG",
     "Redactor",
     "RunEvents",
     "WarningGate",
@@ -153,6 +154,26 @@ def configure_console_logging(
     )
 
 
+def _ignore(*_: Any, **__: Any) -> None:
+    return None
+
+
+class _HostLog:
+    """structlog's "simrun" logger once the host has configured structlog; until then, silence.
+
+    Unconfigured, structlog prints every event to stdout, which would flood the output of a tool that embeds
+    simrun without asking for logs. The run's own events.jsonl is written either way.
+    """
+
+    def __getattr__(self, method: str) -> Any:
+        if not structlog.is_configured():
+            return _ignore
+        return getattr(structlog.get_logger("simrun"), method)
+
+
+HOST_LOG = _HostLog()
+
+
 class RunEvents:
     """A run's event log: JSON lines in its events.jsonl, and the same event to the host's structlog.
 
@@ -176,7 +197,7 @@ class RunEvents:
             ],
             wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         )
-        self._host = structlog.get_logger("simrun")
+        self._host = HOST_LOG
 
     def info(self, event: str, **fields: Any) -> None:
         fields = self._redactor.data(fields)

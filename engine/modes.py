@@ -33,6 +33,8 @@ class RunMode:
     rebuild: Callable[[RunDir], dict[str, Any]]
     """Rebuilds the run's summary.json and reports from its records, returning the summary."""
     render_console: Callable[[Mapping[str, Any]], RenderableType]
+    outcome: Callable[[Mapping[str, Any]], str] | None = None
+    """The run's outcome in a few words, from its manifest (`simrun runs`); None: the scenario runs' counts."""
 
 
 RUN_MODES: Registry[RunMode] = Registry("run mode")

@@ -17,7 +17,16 @@ from .items import ITEM_SOURCES, Item
 from .registry import Registry, options_model
 from .spec import Scenario
 
-__all__ = ("DESIGNS", "Design", "Episode", "derive_seed", "load_items", "make_design", "plan_episodes")
+__all__ = (
+    "DESIGNS",
+    "Design",
+    "Episode",
+    "derive_seed",
+    "load_items",
+    "make_design",
+    "plan_designed",
+    "plan_episodes",
+)
 
 
 def derive_seed(*parts: object) -> int:
@@ -91,7 +100,11 @@ def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
     Returned in a shuffled order (seeded by the run seed) so that no condition systematically runs first;
     `limit` keeps the first N of the unshuffled plan, so a limited run is a stable subset.
     """
-    design = make_design(scenario)
+    return plan_designed(scenario, items, make_design(scenario))
+
+
+def plan_designed(scenario: Scenario, items: list[Item], design: Design | None) -> list[Episode]:
+    """`plan_episodes` with the scenario's design already built (see `engine.built`)."""
     if design is not None and len(items) < design.min_items:
         raise ScenarioError(
             f"the design needs at least {design.min_items} items for its paired statistics and the scenario "

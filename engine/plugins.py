@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rich.console import RenderableType
 
@@ -18,6 +18,9 @@ from .plan import Episode
 from .records import EpisodeRecord, Judgment, Turn, Usage
 from .registry import NoOptions, Registry, options_model
 from .spec import Scenario
+
+if TYPE_CHECKING:
+    from .built import BuiltScenario
 
 __all__ = (
     "JUDGES",
@@ -86,15 +89,9 @@ class CallEstimate:
         return CallEstimate(self.calls + other.calls, self.tokens + other.tokens)
 
 
-def judge_calls(scenario: Scenario, judged_turns: int) -> int:
+def judge_calls(built: BuiltScenario, judged_turns: int) -> int:
     """Upper bound of model calls the scenario's judges make on one episode with `judged_turns` tutor turns."""
-    calls = 0
-    for spec in scenario.judges:
-        factory = JUDGES.get(spec.name)
-        judge = factory(options_model(factory).model_validate(spec.options))
-        per_target = getattr(judge, "model_calls", 1) * scenario.judge_votes
-        calls += per_target * (judged_turns if judge.scope == "turn" else 1)
-    return calls
+    return built.judge_calls(judged_turns)
 
 
 class DialogueProtocol(Protocol):
@@ -102,8 +99,9 @@ class DialogueProtocol(Protocol):
 
     async def run(self, ctx: EpisodeContext, /) -> None: ...
 
-    def estimate(self, scenario: Scenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Upper-bound model calls and tokens per role for one episode (for `--dry-run`)."""
+    def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        """Upper-bound model calls and tokens per role for one episode (for `--dry-run`); `built` holds the
+        scenario, its validated plug-ins and `judge_calls`."""
         ...
 
 

@@ -9,9 +9,9 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -22,16 +22,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .breaker import Breaker, BreakerPolicy, ErrorLimit
 from .budget import Budget, Spend, spend
+from .built import BuiltScenario, build, preflight
 from .cache import ResponseCache, resolve_cache_path
 from .client import CallStats, ModelClient
 from .errors import ProviderError, ScenarioError
-from .logging import Redactor, RunEvents
-from .plan import Episode, load_items, plan_episodes
-from .plugins import JUDGES, PROTOCOLS, STUDENTS, TUTORS, Agent, EpisodeContext, Judge, options_model
+from .logging import HOST_LOG, Redactor, RunEvents
+from .plan import Episode
+from .plugins import Agent, EpisodeContext, Judge
 from .probe import ProbeFailed, probe_endpoints
 from .providers import PROVIDERS, ChatModel
 from .records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
-from .registry import Registry
 from .report import write_report
 from .rundir import RunDir, utc_now
 from .spec import ModelSpec, Scenario, key_variables
@@ -49,7 +49,7 @@ __all__ = (
     "run_sync",
 )
 
-log = structlog.get_logger("simrun")
+log = HOST_LOG
 
 EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
 TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
@@ -104,11 +104,18 @@ class Runner:
         probe: call each distinct endpoint once before the first episode (see `engine.probe`).
         max_errors: end the run (interrupted) once this many episodes have error records; never more are written.
         breaker: the circuit-breaker policy applied to every endpoint (see `engine.breaker`).
+
+    The constructor does no I/O: `prepare` (called by `run`) builds the scenario if it was given unbuilt,
+    and creates or reopens the run directory.
     """
+
+    run_dir: RunDir
+    _plan_hash: str
+    _started_at: str
 
     def __init__(
         self,
-        scenario: Scenario,
+        scenario: Scenario | BuiltScenario,
         *,
         out: Path | None = None,
         resume: Path | None = None,
@@ -123,66 +130,101 @@ class Runner:
         max_errors: ErrorLimit | None = None,
         breaker: BreakerPolicy | None = None,
     ) -> None:
-        self.scenario = scenario
-        self._scenario_hash = scenario.content_hash()
-        self.episodes = plan_episodes(scenario, load_items(scenario))
-        preflight(scenario, self.episodes, tutor=tutor)
+        if isinstance(scenario, BuiltScenario):
+            self._built: BuiltScenario | None = scenario
+            if tutor is not None:
+                self._built = replace(scenario, tutor=tutor)
+                preflight(self._built)
+            self.scenario = scenario.scenario
+        else:
+            self._built, self.scenario = None, scenario
+        self._custom_tutor = tutor or (self._built.tutor if self._built is not None else None)
         self.budget = budget or Budget()
-        self.budget.check_prices([spec.model for _, spec in scenario.models.by_role()], scenario.prices)
-        self.cache_path = resolve_cache_path(cache, scenario)
+        self.budget.check_prices([spec.model for _, spec in self.scenario.models.by_role()], self.scenario.prices)
         if retry_errors and not resume:
             raise ScenarioError("--retry-errors needs --resume RUN_DIR: it re-runs that run's error records")
         self.redactor = Redactor(
-            [os.environ.get(v, "") for v in key_variables(scenario)],
-            [spec.base_url for _, spec in scenario.models.by_role()] + [os.environ.get("OPENAI_BASE_URL")],
+            [os.environ.get(v, "") for v in key_variables(self.scenario)],
+            [spec.base_url for _, spec in self.scenario.models.by_role()] + [os.environ.get("OPENAI_BASE_URL")],
         )
         """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""
+        self._cache_setting = cache
+        self._out, self._resume, self._retry_errors = out or Path("runs"), resume, retry_errors
         self._fresh = not resume
-        if resume:
-            self.run_dir = RunDir.for_resume(resume, scenario)
-        else:
-            self.run_dir = RunDir.create(out or Path("runs"), scenario.name)
-            self.run_dir.acquire("run")
-        try:
-            self._plan_hash, current = self._open_plan()
-        except BaseException:
-            self.run_dir.release()
-            raise
-        retried = {r.id for r in current if r.status == "error"} if retry_errors else set()
-        done = {r.id for r in current} - retried
-        self.pending = [episode for episode in self.episodes if episode.id not in done]
-        self.already_done = len(self.episodes) - len(self.pending)
-        self.retried = len(retried)
+        self._prepared = False
+        self.pending: list[Episode] = []
+        self.already_done = self.retried = self.ok = self.errors = 0
         self.stats = CallStats()
-        if resume:
-            self.stats.add(self.run_dir.read_manifest().get("calls") or {})
-        kept = [r for r in current if r.id not in retried]
-        self.ok = sum(1 for r in kept if r.status == "ok")
-        """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
-        self.errors = len(kept) - self.ok
-        self.errors_by_kind = Counter(r.error.type for r in kept if r.error is not None)
+        self.errors_by_kind: Counter[str] = Counter()
         """Current error records by kind, live: what the progress line shows."""
         self.first_errors: dict[str, str] = {}
-        for r in kept:
-            if r.error is not None:
-                self.first_errors.setdefault(r.error.type, r.error.message)
         self._max_errors = max_errors
         self._breaker_policy = breaker or BreakerPolicy()
         self._probe = probe
         self.reason: str | None = None
         self._events: RunEvents | Any = log  # the run's own event log while `run` is going on
-        self._custom_tutor = tutor
         self.on_episode, self._on_turn = on_episode, on_turn
         self._grace_s = grace_s
         self._interrupted = False
         self._admission: anyio.CancelScope | None = None
         self._episodes_scope: anyio.CancelScope | None = None
-        self._protocol = PROTOCOLS.get(scenario.kind)
-        self._started_at = (self.run_dir.read_manifest().get("started_at") if resume else None) or utc_now()
-        self._tutor_factory = TUTORS.get(scenario.tutor.agent)
-        self._tutor_options = options_model(self._tutor_factory).model_validate(scenario.tutor.options)
-        self._student_factory = STUDENTS.get(scenario.student.strategy)
-        self._student_options = options_model(self._student_factory).model_validate(scenario.student.options)
+
+    @property
+    def built(self) -> BuiltScenario:
+        """The built scenario; a Runner given a plain `Scenario` builds it here, on first use (reads files)."""
+        if self._built is None:
+            self._built = build(self.scenario, tutor=self._custom_tutor)
+        return self._built
+
+    @property
+    def episodes(self) -> tuple[Episode, ...]:
+        return self.built.episodes
+
+    @property
+    def cache_path(self) -> Path | None:
+        return resolve_cache_path(self._cache_setting, self.scenario, check=False)
+
+    async def open(self) -> None:
+        """`prepare` in a worker thread, for async callers."""
+        await anyio.to_thread.run_sync(self.prepare)
+
+    def prepare(self) -> None:
+        """Build if needed, create or reopen the run directory, keep or check its plan and count what is done.
+
+        This is where the file I/O is (the constructor does none); `run` calls it first, in a worker thread.
+        """
+        if self._prepared:
+            return
+        built = self.built
+        resolve_cache_path(self._cache_setting, self.scenario)  # a bad cache path fails before the run
+        if self._resume:
+            self.run_dir = RunDir.for_resume(self._resume, self.scenario)
+        else:
+            self.run_dir = RunDir.create(self._out, self.scenario.name)
+            self.run_dir.acquire("run")
+        try:
+            self._plan_hash, current = self._open_plan()
+            manifest = self.run_dir.read_manifest() if self._resume else {}
+        except BaseException:
+            self.run_dir.release()
+            raise
+        retried = {r.id for r in current if r.status == "error"} if self._retry_errors else set()
+        done = {r.id for r in current} - retried
+        self.pending = [episode for episode in built.episodes if episode.id not in done]
+        self.already_done = len(built.episodes) - len(self.pending)
+        self.retried = len(retried)
+        if manifest:
+            self.stats.add(manifest.get("calls") or {})
+        kept = [r for r in current if r.id not in retried]
+        self.ok = sum(1 for r in kept if r.status == "ok")
+        """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
+        self.errors = len(kept) - self.ok
+        self.errors_by_kind.update(r.error.type for r in kept if r.error is not None)
+        for r in kept:
+            if r.error is not None:
+                self.first_errors.setdefault(r.error.type, r.error.message)
+        self._started_at = manifest.get("started_at") or utc_now()
+        self._prepared = True
 
     def _open_plan(self) -> tuple[str, list[EpisodeRecord]]:
         """Keep the plan in plan.json (a new run) or check it (a resume); the current records of a resume."""
@@ -208,6 +250,7 @@ class Runner:
 
     async def run(self, *, handle_signals: bool = False) -> RunResult:
         """Play every pending episode; with `handle_signals`, Ctrl-C stops admission and flushes (CLI only)."""
+        await self.open()
         events = self._events = RunEvents(self.run_dir.events_path, secrets=self.redactor)
         discard = False
         try:
@@ -240,7 +283,7 @@ class Runner:
                     pending=len(self.pending),
                     retried=self.retried,
                 )
-                judges: list[Judge] = [_build(JUDGES, spec.name, spec.options) for spec in self.scenario.judges]
+                judges = list(self.built.judges)
                 async with anyio.create_task_group() as outer:
                     if handle_signals:
                         outer.start_soon(self._watch_signals)
@@ -300,7 +343,7 @@ class Runner:
         if cache is not None:
             stack.push_async_callback(cache.aclose)
 
-        roles = self.scenario.models.by_role()
+        roles = self.built.models
         sharing: dict[tuple[str, str | None, str | None, str], list[ModelSpec]] = {}
         for _, spec in roles:
             sharing.setdefault(_endpoint(spec), []).append(spec)
@@ -417,8 +460,8 @@ class Runner:
         ctx = EpisodeContext(
             episode=episode,
             scenario=scenario,
-            tutor=self._custom_tutor or self._tutor_factory(self._tutor_options),
-            student=self._student_factory(self._student_options),
+            tutor=self.built.make_tutor(),
+            student=self.built.make_student(),
             judges=judges,
             clients=clients,
             judge_clients=judge_clients,
@@ -428,7 +471,7 @@ class Runner:
         error: ErrorInfo | None = None
         with structlog.contextvars.bound_contextvars(episode_id=episode.id):
             try:
-                await self._protocol.run(ctx)
+                await self.built.protocol.run(ctx)
             except Exception as caught:
                 exc = _unwrap(caught)
                 kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
@@ -447,7 +490,7 @@ class Runner:
         return EpisodeRecord(
             id=episode.id,
             scenario=scenario.name,
-            scenario_hash=self._scenario_hash,
+            scenario_hash=self.built.scenario_hash,
             item_id=episode.item.id,
             condition=dict(episode.condition),
             replicate=episode.replicate,
@@ -465,13 +508,13 @@ class Runner:
 
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
-        providers = sorted({spec.provider for _, spec in scenario.models.by_role()})
+        providers = sorted({spec.provider for _, spec in self.built.models})
         self.run_dir.write_manifest(
             {
                 "simrun_version": _versions().get("simrun", "unknown"),
                 "record_version": RECORD_VERSION,
                 "scenario": self.redactor.data(scenario.resolved()),
-                "scenario_hash": self._scenario_hash,
+                "scenario_hash": self.built.scenario_hash,
                 "plan_hash": self._plan_hash,
                 "kind": scenario.kind,
                 "seed": scenario.seed,
@@ -508,29 +551,6 @@ def _strictest(limits: Iterable[T | None]) -> T | None:
     return min(present) if present else None
 
 
-def preflight(scenario: Scenario, episodes: Sequence[Episode], *, tutor: Agent | None = None) -> None:
-    """Let the agents check every planned episode (e.g. render their templates) so that bad input is a
-    `ScenarioError` before any model is called, not an error record in the middle of a run."""
-    agents: list[tuple[str, object]] = [
-        ("student", _build(STUDENTS, scenario.student.strategy, scenario.student.options)),
-        ("tutor", tutor or _build(TUTORS, scenario.tutor.agent, scenario.tutor.options)),
-    ]
-    for role, agent in agents:
-        check = getattr(agent, "preflight", None)
-        if check is None:
-            continue
-        for episode in episodes:
-            try:
-                check(episode)
-            except ValueError as exc:
-                raise ScenarioError(f"{role}: {exc} (in episode {episode.id!r})") from None
-
-
-def _build(registry: Registry[Any], name: str, options: Mapping[str, Any]) -> Any:
-    factory = registry.get(name)
-    return factory(options_model(factory).model_validate(options))
-
-
 def _unwrap(exc: Exception) -> Exception:
     """The single cause inside task-group wrappers, so a record says `ProviderTimeout`, not `ExceptionGroup`."""
     while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
@@ -540,17 +560,19 @@ def _unwrap(exc: Exception) -> Exception:
     return exc
 
 
-async def _runner(scenario: Scenario, **options: Any) -> Runner:
-    # Planning reads item files and a resumed run's records: keep that file I/O off the event loop.
-    return await anyio.to_thread.run_sync(lambda: Runner(scenario, **options))
+async def _runner(scenario: Scenario | BuiltScenario, **options: Any) -> Runner:
+    # Building reads item files and a resumed run's records: keep that file I/O off the event loop.
+    runner = Runner(scenario, **options)
+    await runner.open()
+    return runner
 
 
-async def run(scenario: Scenario, **options: Any) -> RunResult:
+async def run(scenario: Scenario | BuiltScenario, **options: Any) -> RunResult:
     """Run a scenario to completion inside the caller's event loop (see `Runner` for the options)."""
     return await (await _runner(scenario, **options)).run()
 
 
-def run_sync(scenario: Scenario, **options: Any) -> RunResult:
+def run_sync(scenario: Scenario | BuiltScenario, **options: Any) -> RunResult:
     """Run a scenario from synchronous code, in a fresh asyncio event loop."""
     return anyio.run(lambda: run(scenario, **options), backend="asyncio")
 
@@ -565,7 +587,7 @@ class RunHandle:
 
 
 @asynccontextmanager
-async def open_run(scenario: Scenario, **options: Any) -> AsyncIterator[RunHandle]:
+async def open_run(scenario: Scenario | BuiltScenario, **options: Any) -> AsyncIterator[RunHandle]:
     """Start a run in the background of a block and stream its records::
 
         async with open_run(scenario) as handle:

@@ -27,6 +27,7 @@ from .records import EpisodeRecord
 from .report import REPORT_HTML, write_report
 from .report_html import render_episode_page
 from .rundir import SUMMARY, RunDir
+from .runs import RUN_DIR
 
 __all__ = ("ReportServer", "serve_report", "view_command")
 
@@ -134,7 +135,7 @@ def serve_report(run_dir: Path, port: int = 0) -> Iterator[ReportServer]:
 
 
 @click.command(name="view")
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("run_dir", type=RUN_DIR)
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0 picks a free port.")
 def view_command(run_dir: Path, port: int) -> int:
     """Serve RUN_DIR's report.html on 127.0.0.1 and print the address (Ctrl-C stops)."""

@@ -59,7 +59,6 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -253,10 +252,9 @@ def _names_path(file: str) -> Path:
 @lru_cache(maxsize=16)
 def _load_names(path: str, mtime_ns: int, size: int) -> Names:
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        return Names.model_validate(data)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read names file ({exc})") from None
+        return Names.model_validate(load_yaml_file(path, "names file"))
+    except ScenarioError as exc:
+        raise ValueError(str(exc)) from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors(include_url=False)

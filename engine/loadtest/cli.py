@@ -14,10 +14,14 @@ import anyio
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from ..errors import ScenarioError
+from ..format import fit_to_width
 from ..inputs import load_yaml_file
+from ..verbosity import verbosity
 from .config import LoadConfig
+from .progress import ConsoleProgress
 from .report import render_console
 from .run import LoadResult, run_load
 
@@ -113,19 +117,27 @@ def loadtest_command(config: Path | None, out: Path, **flags: Any) -> int:
     """Drive simulated students' conversations against an OpenAI-compatible endpoint and measure it."""
     settings = build_config(config, flags)
     console = Console()
-    console.print(
-        f"load test {settings.name}: {settings.arrival} → {settings.target} ({settings.model}), "
-        f"transport {settings.transport}, {settings.workers} worker(s)"
-    )
+    console.print(Text(f"load test {settings.name}: {_shape(settings)} → {settings.target} ({settings.model}), "
+                       f"transport {settings.transport}, {settings.workers} worker(s)"))  # fmt: skip
     result = anyio.run(_run_until_interrupted, settings, out, console)
     if result is None:
         console.print("abandoned: the run folder holds what was written")
         return EXIT_INTERRUPTED
-    console.print(render_console(result.summary))
+    console.print(fit_to_width(render_console(result.summary), console.width))
     console.print(f"wrote {result.run_dir.path}: summary.json, requests.csv, report.md and report.html")
     if result.summary["status"] == "interrupted":
         return EXIT_INTERRUPTED
     return 0 if result.valid else EXIT_INVALID
+
+
+def _shape(settings: LoadConfig) -> str:
+    if not settings.open_loop:
+        return f"closed loop, {settings.concurrency} conversations at once"
+    load = (
+        f"sweep {', '.join(f'{rate:g}' for rate in settings.sweep.rates)}" if settings.sweep else f"{settings.rate:g}"
+    )
+    until = f" for {settings.duration_s:g} s" if settings.duration_s is not None else ""
+    return f"{settings.arrival}, {load} conversations/s{until}"
 
 
 async def _run_until_interrupted(settings: LoadConfig, out: Path, console: Console) -> LoadResult | None:
@@ -146,7 +158,8 @@ async def _run_until_interrupted(settings: LoadConfig, out: Path, console: Conso
 
         group.start_soon(on_interrupt)
         try:
-            result = await run_load(settings, out=out, stop=stop)
+            progress = None if verbosity.quiet else ConsoleProgress(console)
+            result = await run_load(settings, out=out, stop=stop, progress=progress)
         except ScenarioError as exc:  # raised from here, not from inside the group, so it is not wrapped
             error = exc
         group.cancel_scope.cancel()

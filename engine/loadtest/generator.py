@@ -29,6 +29,7 @@ from ..retry import backoff_delay
 from ..spec import ModelSpec
 from .arrivals import arrival_offsets, think_times
 from .config import LoadConfig
+from .progress import LiveCounts
 from .records import RequestRecord
 from .transport import LoadTransport, Messages
 
@@ -92,7 +93,7 @@ class Generator:
         self._limiter = anyio.CapacityLimiter(cap // workers + (worker < cap % workers)) if cap else None
         quota = config.max_requests
         self._quota = None if quota is None else quota // workers + (worker < quota % workers)
-        self._in_flight = 0
+        self.live = LiveCounts()
         self._stop = stop
 
     def now(self) -> float:
@@ -202,11 +203,19 @@ class Generator:
 
     async def _send(self, messages: Messages, record: RequestRecord) -> str | None:
         self.records.append(record)
-        self._in_flight += 1
+        live = self.live
+        live.sent += 1
+        live.in_flight += 1
         try:
             reply = await self.transport.send(messages, record, self.now)
         finally:
-            self._in_flight -= 1
+            live.in_flight -= 1
+        if record.ok:
+            live.ok += 1
+            if live.watched and record.first_token is not None:
+                live.ttfts.append(record.first_token - record.dispatched)
+        else:
+            live.errors += 1
         return reply
 
     def _student_turn(self, item: Item, reply: str, index: int, turn: int) -> str:
@@ -221,4 +230,4 @@ class Generator:
             before = time.perf_counter()
             await anyio.sleep(MONITOR_TICK_S)
             lags.append(time.perf_counter() - before - MONITOR_TICK_S)
-            flights.append(self._in_flight)
+            flights.append(self.live.in_flight)

@@ -13,11 +13,33 @@ from markupsafe import Markup
 
 from ..report_html import Cell, new_figure, paragraph, plot, render_page, section, table
 from .metrics import PERCENTILES, latency_table
+from .progress import load_phrase
 from .records import RequestRecord
+from .report import knee_text
 
 __all__ = ("render_load_html",)
 
-_HISTOGRAMS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "end-to-end latency"))
+_HISTOGRAMS = (("ttft", "TTFT", "ttft_ms"), ("itl", "ITL", "itl_ms"), ("e2e", "e2e latency", "e2e_ms"))
+_SLO_STYLE: dict[str, Any] = {"color": "tab:red", "linestyle": ":", "linewidth": 1.2}
+
+
+def _legend_outside(ax: Any, *extra: Any) -> None:
+    """Beside the plot (below it when a twin axis holds the right edge), never over the data; `extra` axes
+    share the one legend."""
+    handles, labels = ax.get_legend_handles_labels()
+    for other in extra:
+        more = other.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    if not handles:
+        return
+    if extra:
+        ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
+    else:
+        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
+def _slo(step: Mapping[str, Any]) -> dict[str, float]:
+    return {k: v for k, v in step["goodput"]["slo"].items() if k.endswith("_ms") and v is not None}
 
 
 def _facts(summary: Mapping[str, Any], config: Mapping[str, Any]) -> Markup:
@@ -26,8 +48,7 @@ def _facts(summary: Mapping[str, Any], config: Mapping[str, Any]) -> Markup:
         ("target", config["target"]),
         ("model", config["model"]),
         ("transport", config["transport"]),
-        ("arrival", f"{config['arrival']}" + (f", {config['rate']} conversations/s" if config.get("rate") else "")),
-        ("concurrency", config.get("concurrency")),
+        ("arrival", _arrival(config)),
         ("turns · think time", f"{config['turns']} · {config['think_time_s']} s ({config['think']})"),
         ("duration · warm-up · grace", f"{config['duration_s']} s · {config['warmup_s']} s · {config['grace_s']} s"),
         ("streaming", config["stream"]),
@@ -39,6 +60,15 @@ def _facts(summary: Mapping[str, Any], config: Mapping[str, Any]) -> Markup:
         css="note",
     )
     return section("Run", table(("setting", "value"), rows), note, key="run")
+
+
+def _arrival(config: Mapping[str, Any]) -> str:
+    if config["arrival"] == "concurrency":
+        return f"closed loop, {config['concurrency']} conversations at once"
+    sweep = config.get("sweep")
+    if sweep:
+        return f"{config['arrival']}, sweep over {', '.join(f'{rate:g}' for rate in sweep['rates'])} conversations/s"
+    return f"{config['arrival']}, {config['rate']:g} conversations/s"
 
 
 def _latency_numbers(step: Mapping[str, Any]) -> Markup:
@@ -59,14 +89,19 @@ def _over_time(step: Mapping[str, Any], key: str) -> Markup:
     for name, style in (("e2e_p50_ms", "-"), ("e2e_p99_ms", "--"), ("ttft_p50_ms", "-"), ("ttft_p99_ms", "--")):
         values = [row[name] if row[name] is not None else float("nan") for row in timeline]
         top.plot(seconds, values, style, label=name.removesuffix("_ms").replace("_", " "))
+    slo = _slo(step)
+    for name, label in (("ttft_ms", "TTFT SLO"), ("e2e_ms", "e2e SLO")):
+        if name in slo:
+            top.axhline(slo[name], label=f"{label} {slo[name]:g} ms", **_SLO_STYLE)
     top.set_ylabel("ms")
-    top.legend(fontsize=7, ncol=4)
+    top.set_ylim(bottom=0)
+    _legend_outside(top)
     bottom.bar(seconds, [row["completed"] for row in timeline], label="completed")
     bottom.bar(seconds, [row["errors"] for row in timeline], bottom=[row["completed"] for row in timeline],
                label="errors", color="tab:red")  # fmt: skip
     bottom.set_ylabel("requests / s")
     bottom.set_xlabel("second of the run (by completion)")
-    bottom.legend(fontsize=7)
+    _legend_outside(bottom)
     rows = [
         (
             r["second"],
@@ -83,15 +118,19 @@ def _over_time(step: Mapping[str, Any], key: str) -> Markup:
     return plot(fig, key=f"time-{key}", caption="Latency percentiles and throughput over time", numbers=numbers)
 
 
-def _histograms(rows: Sequence[RequestRecord], key: str) -> Markup:
+def _histograms(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> Markup:
     fig = new_figure(7.5, 2.8)
     axes = fig.subplots(1, len(_HISTOGRAMS))
     counts: list[tuple[str, Cell]] = []
-    for ax, (metric, label) in zip(axes, _HISTOGRAMS, strict=True):
+    slo = _slo(step)
+    for ax, (metric, label, slo_name) in zip(axes, _HISTOGRAMS, strict=True):
         values = [v * 1000 for row in rows if row.ok and not row.warmup and (v := getattr(row, metric)) is not None]
-        if values:
-            ax.hist(values, bins=30)
-        ax.set_title(label, fontsize=9)
+        if values:  # from 0 and past the SLO, so a narrow spread still shows where it sits
+            ax.hist(values, bins=30, range=(0.0, max(max(values), slo.get(slo_name, 0.0)) * 1.05 or 1.0))
+        if slo_name in slo:
+            ax.axvline(slo[slo_name], **_SLO_STYLE)
+            label = f"{label} (SLO {slo[slo_name]:g} ms, dotted)"
+        ax.set_title(label, fontsize=8)
         ax.set_xlabel("ms", fontsize=8)
         counts.append((label, len(values)))
     numbers = table(("histogram", "requests"), counts)
@@ -136,7 +175,7 @@ def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> M
             figures,
             _latency_numbers(step),
             _over_time(step, key),
-            _histograms(rows, key),
+            _histograms(step, rows, key),
             _errors(step, key),
             section("Validity gates", _gates(step), key=f"gates-{key}"),
         ]
@@ -146,21 +185,30 @@ def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> M
 def _sweep(summary: Mapping[str, Any]) -> Markup:
     steps = summary["steps"]
     rates = [step["target_rate"] for step in steps]
-    fig = new_figure(6.0, 3.0)
+    fig = new_figure(7.5, 3.6)
     ax = fig.subplots()
     p99 = [(step["latency_ms"]["e2e"] or {}).get("p99", float("nan")) for step in steps]
     ax.plot(rates, p99, "o-", label="e2e p99 (ms)")
+    sweep = summary["sweep"]
+    e2e_slo = _slo(steps[0]).get("e2e_ms")
+    if e2e_slo is not None:
+        ax.axhline(e2e_slo, label=f"e2e SLO {e2e_slo:g} ms", **_SLO_STYLE)
+    if sweep["knee_rate"] is not None and sweep.get("knee_reached", True):
+        ax.axvline(sweep["knee_rate"], color="0.5", linestyle="--", linewidth=1, label="knee (last passing step)")
+    ax.set_ylim(bottom=0)
     twin = ax.twinx()
     twin.plot(rates, [step["goodput"]["share"] * 100 for step in steps], "s--", color="tab:green", label="goodput %")
+    twin.axhline(sweep["goodput_target"] * 100, color="tab:green", linestyle=":", linewidth=1, label="goodput target")
+    twin.set_ylim(0, 105)  # the whole range: a 96–104% axis makes 1% look like a cliff
     ax.set_xlabel("conversations / s")
     ax.set_ylabel("ms")
     twin.set_ylabel("goodput %")
-    sweep = summary["sweep"]
+    _legend_outside(ax, twin)
     rows = [
         (s["target_rate"], s["throughput"]["requests_per_s"], s["goodput"]["share"], s["gates"]["valid"]) for s in steps
     ]
     numbers = table(("rate", "requests/s", "goodput share", "valid"), rows)
-    caption = f"Sweep: knee at {sweep['knee_rate']} conversations/s; broke at {sweep['broke_at']}"
+    caption = f"Sweep: {knee_text(sweep)}"
     return plot(fig, key="sweep", caption=caption, numbers=numbers)
 
 
@@ -173,7 +221,7 @@ def render_load_html(summary: Mapping[str, Any], config: Mapping[str, Any], rows
         nav.append(("sec-sweep", "sweep"))
         for index, step in enumerate(summary["steps"]):
             found = [row for row in rows if row.step == index]
-            parts.append(section(f"Step {index}: {step['target_rate']} conversations/s", _step(step, found, str(index)),
+            parts.append(section(f"Step {index}: {load_phrase(step)}", _step(step, found, str(index)),
                                  key=f"step-{index}"))  # fmt: skip
             nav.append((f"sec-step-{index}", f"step {index}"))
     else:

@@ -171,6 +171,7 @@ def summarize(
     scheduled = sum(h.scheduled_requests for h in healths)
     return {
         "target_rate": rate,
+        "concurrency": None if config.open_loop else config.concurrency,
         "arrival": config.arrival,
         "window_s": window,
         "requests": {

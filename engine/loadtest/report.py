@@ -15,9 +15,19 @@ from rich.text import Text
 
 from .generator import Health
 from .metrics import PERCENTILES, latency_table
+from .progress import load_label
 from .records import CSV_COLUMNS, DERIVED, RequestRecord
 
-__all__ = ("HEALTH", "REQUESTS", "read_health", "read_requests", "render_console", "render_markdown", "write_requests")
+__all__ = (
+    "HEALTH",
+    "REQUESTS",
+    "knee_text",
+    "read_health",
+    "read_requests",
+    "render_console",
+    "render_markdown",
+    "write_requests",
+)
 
 REQUESTS = "requests.csv"
 HEALTH = "client_health.json"
@@ -67,9 +77,13 @@ def _rate(value: float | None) -> str:
 
 def _step_lines(step: Mapping[str, Any]) -> list[str]:
     requests, throughput, goodput, gates = step["requests"], step["throughput"], step["goodput"], step["gates"]
+    load = (
+        f"{step['concurrency']} conversations at once"
+        if step.get("concurrency") is not None
+        else f"target {_rate(step['target_rate'])} conversations/s"
+    )
     lines = [
-        f"- arrival `{step['arrival']}`, target {_rate(step['target_rate'])} conversations/s, measured window "
-        f"{step['window_s']:.1f} s",
+        f"- arrival `{step['arrival']}`, {load}, measured window {step['window_s']:.1f} s",
         f"- requests: {requests['sent']} sent, {requests['measured']} measured, {requests['ok']} ok, "
         f"{requests['warmup']} in warm-up, {requests['retries']} retries, {requests['scheduled_not_sent']} scheduled "
         "but never sent",
@@ -107,16 +121,35 @@ def _check(check: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in check.items() if k != "ok")
 
 
+def knee_text(sweep: Mapping[str, Any]) -> str:
+    """Where the sweep's knee lies, without claiming one that was never reached."""
+    rates = sweep.get("rates_run") or []
+    if sweep.get("broke_at") is None:
+        last = f"{_rate(rates[-1])} conversations/s, the last rate" if rates else "the last rate"
+        return f"knee not reached (≥ {last}): every step passed, so the endpoint holds more"
+    if sweep["knee_rate"] is None:
+        return f"knee below the first rate: {_rate(sweep['broke_at'])} conversations/s already failed"
+    return (
+        f"knee: {_rate(sweep['knee_rate'])} conversations/s ({_rate(sweep['knee_requests_per_s'])} requests/s); "
+        f"broke at {_rate(sweep['broke_at'])} conversations/s"
+    )
+
+
+def _unreachable(summary: Mapping[str, Any]) -> str | None:
+    check = (summary.get("gates") or {}).get("checks", {}).get("target_reachable")
+    return None if check is None else f"target unreachable: {check['reason']}; nothing was sent → NOT valid"
+
+
 def render_markdown(summary: Mapping[str, Any]) -> str:
     lines = [f"# simrun load test: {summary['name']}", "", f"- status: **{summary['status']}**, transport "
              f"`{summary['transport']}`", ""]  # fmt: skip
+    if "latency_ms" not in summary and "steps" not in summary:
+        return "\n".join([*lines, f"**{_unreachable(summary) or 'nothing was measured'}**"]) + "\n"
     sweep = summary.get("sweep")
     if sweep is None:
         return "\n".join(lines + _step_lines(summary)) + "\n"
-    knee = sweep["knee_rate"]
     lines += [
-        f"**Sweep knee: {_rate(knee)} conversations/s** ({_rate(sweep['knee_requests_per_s'])} requests/s); "
-        f"SLOs broke at {_rate(sweep['broke_at'])} (a step passes when ≥ {sweep['goodput_target']:.0%} of its "
+        f"**Sweep: {knee_text(sweep)}** (a step passes when ≥ {sweep['goodput_target']:.0%} of its "
         "requests meet the SLO and its gates hold)",
         "",
     ]
@@ -143,9 +176,11 @@ def _gate_line(step: Mapping[str, Any]) -> str:
 
 
 def render_console(summary: Mapping[str, Any]) -> RenderableType:
+    if "latency_ms" not in summary and "steps" not in summary:
+        return Text(f"gates: {_unreachable(summary) or 'nothing was measured'}", style="red")
     steps = summary.get("steps") or [summary]
     table = Table(title=f"load test {summary['name']} ({summary['transport']})")
-    for column in ("rate", "req/s", "tok/s", "TTFT p50/p99", "ITL p50", "e2e p50/p99", "from schedule p99",
+    for column in ("load", "req/s", "tok/s", "TTFT p50/p99", "ITL p50", "e2e p50/p99", "from schedule p99",
                    "dispatch p99", "goodput", "errors", "valid"):  # fmt: skip
         table.add_column(column, justify="right")
     for step in steps:
@@ -155,7 +190,7 @@ def render_console(summary: Mapping[str, Any]) -> RenderableType:
             return _ms(lat[name][p]) if lat.get(name) else "–"  # noqa: B023
 
         table.add_row(
-            _rate(step["target_rate"]) if step["target_rate"] else f"{step['arrival']}",
+            load_label(step),
             _rate(step["throughput"]["requests_per_s"]),
             _rate(step["throughput"]["output_tokens_per_s"]),
             f"{pick('ttft', 'p50')}/{pick('ttft', 'p99')}",
@@ -173,5 +208,5 @@ def render_console(summary: Mapping[str, Any]) -> RenderableType:
     ]
     sweep = summary.get("sweep")
     if sweep is not None:
-        notes.insert(0, Text(f"knee: {_rate(sweep['knee_rate'])} conversations/s", style="bold"))
+        notes.insert(0, Text(knee_text(sweep), style="bold"))
     return Group(table, *gates, *notes)

@@ -13,9 +13,10 @@ import gc
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, astuple
+from functools import partial
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ from ..items import Item
 from ..registry import load_plugins
 from .config import LoadConfig
 from .generator import Generator, Health
+from .progress import LiveCounts, ProgressSink
 from .records import RequestRecord
 from .transport import open_transport
 
@@ -39,6 +41,7 @@ START_LEAD_S = 0.2
 async def run_in_process(
     config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, worker: int = 0,
     workers: int = 1, start: float | None = None, stop: anyio.Event | None = None,
+    progress: ProgressSink | None = None,
 ) -> tuple[list[RequestRecord], Health]:  # fmt: skip
     load_plugins()
     connections = max(64, (config.max_in_flight or config.concurrency or 1000) // workers + 1)
@@ -52,7 +55,11 @@ async def run_in_process(
             config, transport, items, start=start if start is not None else time.perf_counter(),
             rate=rate, worker=worker, workers=workers, step=step, stop=stop,
         )  # fmt: skip
-        health = await generator.run()
+        async with anyio.create_task_group() as group:
+            if progress is not None:
+                group.start_soon(progress.watch, generator.live)
+            health = await generator.run()
+            group.cancel_scope.cancel()
     finally:
         gc.unfreeze()
         with anyio.CancelScope(shield=True):
@@ -61,8 +68,9 @@ async def run_in_process(
 
 
 async def run_step(
-    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None
-) -> tuple[list[RequestRecord], list[Health]]:
+    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None,
+    progress: ProgressSink | None = None,
+) -> tuple[list[RequestRecord], list[Health]]:  # fmt: skip
     """One run (or one sweep step) on `config.workers` processes; rows sorted by send time.
 
     Each worker reports ready once imported; only then is the shared start set, a moment ahead, so a slow
@@ -70,7 +78,7 @@ async def run_step(
     early everywhere (workers get SIGTERM) and still returns every row measured.
     """
     if config.workers == 1:
-        rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop)
+        rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop, progress=progress)
         return rows, [health]
     job = orjson.dumps(
         {"config": config.model_dump(mode="json"), "items": [item.model_dump(mode="json") for item in items],
@@ -105,7 +113,7 @@ async def run_step(
                     watch.start_soon(_terminate_on, stop, process)
                 async with anyio.create_task_group() as drain:  # both pipes at once, so neither fills and blocks
                     drain.start_soon(_drain, process.stdout, output)
-                    drain.start_soon(_drain, process.stderr, errors)
+                    drain.start_soon(_drain_stderr, process.stderr, errors, partial(_merge, worker))
                 watch.cancel_scope.cancel()
             if await process.wait() != 0 or received is None:
                 if not (stop is not None and stop.is_set()):  # else it was stopped before measuring anything
@@ -113,9 +121,25 @@ async def run_step(
                 return
         results.append(_decode(orjson.loads(output)))
 
-    async with anyio.create_task_group() as group:
-        for worker in range(config.workers):
-            group.start_soon(spawn, worker)
+    live, per_worker = LiveCounts(), {w: LiveCounts() for w in range(config.workers)}
+
+    def _merge(worker: int, line: bytes) -> None:
+        """A worker's progress line: its counters replace its last ones; the TTFTs add up."""
+        counts = orjson.loads(line)
+        per_worker[worker] = LiveCounts(**{k: v for k, v in counts.items() if k != "ttfts"})
+        if not live.watched:
+            return
+        live.ttfts.extend(counts["ttfts"])
+        for name in ("sent", "ok", "errors", "in_flight"):
+            setattr(live, name, sum(getattr(each, name) for each in per_worker.values()))
+
+    async with anyio.create_task_group() as watching:
+        if progress is not None:
+            watching.start_soon(progress.watch, live)
+        async with anyio.create_task_group() as group:
+            for worker in range(config.workers):
+                group.start_soon(spawn, worker)
+        watching.cancel_scope.cancel()
     if failures:
         raise ScenarioError("load worker processes failed:\n" + "\n".join(failures))
     rows = sorted((row for found, _ in results for row in found), key=lambda row: row.dispatched)
@@ -130,6 +154,39 @@ async def _terminate_on(stop: anyio.Event, process: anyio.abc.Process) -> None:
 async def _drain(stream: anyio.abc.ByteReceiveStream, into: bytearray) -> None:
     async for chunk in stream:
         into += chunk
+
+
+_PROGRESS = b"\x1esimrun-progress "
+"""Marks a worker's progress line on its stderr; every other byte there is kept for the error report."""
+
+
+async def _drain_stderr(
+    stream: anyio.abc.ByteReceiveStream, into: bytearray, on_progress: Callable[[bytes], None]
+) -> None:
+    pending = b""
+    async for chunk in stream:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.startswith(_PROGRESS):
+                on_progress(line[len(_PROGRESS) :])
+            else:
+                into += line + b"\n"
+    into += pending
+
+
+class _StderrProgress:
+    """A worker's side of the live line: its counters on stderr once a second, for the coordinator to sum."""
+
+    async def watch(self, live: LiveCounts, label: str = "", /) -> None:
+        live.watched = True
+        while True:
+            await anyio.sleep(1.0)
+            counts = {"sent": live.sent, "ok": live.ok, "errors": live.errors, "in_flight": live.in_flight}
+            line = _PROGRESS + orjson.dumps({**counts, "ttfts": live.ttfts}) + b"\n"
+            live.ttfts.clear()
+            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
 
 
 async def _read_until_newline(stream: anyio.abc.ByteReceiveStream) -> bytes | None:
@@ -174,7 +231,7 @@ def _worker_main(worker: int) -> None:
             group.start_soon(_set_on_sigterm, stop)
             found = await run_in_process(
                 config, items, rate=job["rate"], step=job["step"], worker=worker, workers=config.workers,
-                start=start, stop=stop,
+                start=start, stop=stop, progress=_StderrProgress(),
             )  # fmt: skip
             group.cancel_scope.cancel()
         return found

@@ -147,11 +147,10 @@ def test_a_case_without_material_is_skipped_not_scored(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("task", ["open", "mcq4", "interactive"])
 def test_dry_run_estimates_each_task(task: str) -> None:
-    from engine import PROTOCOLS
+    from engine import PROTOCOLS, build
 
-    scenario = load_scenario(SCENARIO, overrides=[f"design.tasks=[{task}]"])
-    episode = plan_episodes(scenario, load_items(scenario))[0]
-    guess = PROTOCOLS.get("cases").estimate(scenario, episode)
+    built = build(load_scenario(SCENARIO, overrides=[f"design.tasks=[{task}]"]))
+    guess = PROTOCOLS.get("cases").estimate(built, built.episodes[0])
     assert guess["tutor"].calls >= 1
     assert ("judge" in guess) == (task != "mcq4")
     assert ("student" in guess) == (task == "interactive")

@@ -499,7 +499,7 @@ def test_estimate_multi(tmp_path: Path, max_turns: Any, high: int, votes: int) -
         student={"strategy": "crescendo", "max_turns": max_turns, "max_backtracks": 2},
     )
     protocol = engine.PROTOCOLS.get("crescendo")
-    estimate = protocol.estimate(scenario, _episode(scenario, "multi"))
+    estimate = protocol.estimate(engine.build(scenario), _episode(scenario, "multi"))
     exchanges = high + 2
     assert estimate["tutor"].calls == exchanges
     assert estimate["student"].calls == exchanges
@@ -511,11 +511,11 @@ def test_estimate_single_and_judge_kinds(tmp_path: Path) -> None:
     """Single: one exchange; answer_leak costs no model calls; no student model → no student estimate."""
     scenario = make_scenario(tmp_path, judge_votes=3)
     protocol = engine.PROTOCOLS.get("crescendo")
-    estimate = protocol.estimate(scenario, _episode(scenario, "single"))
+    estimate = protocol.estimate(engine.build(scenario), _episode(scenario, "single"))
     assert (estimate["tutor"].calls, estimate["student"].calls, estimate["judge"].calls) == (1, 1, 3 + 3)
 
     leak_only = make_scenario(tmp_path, judges=["answer_leak"], models=models(PATIENT, student=False))
-    multi_estimate = protocol.estimate(leak_only, _episode(leak_only, "multi"))
+    multi_estimate = protocol.estimate(engine.build(leak_only), _episode(leak_only, "multi"))
     assert multi_estimate["judge"].calls == 0
     assert "student" not in multi_estimate
     assert multi_estimate["tutor"].calls == 8 + 2
@@ -525,9 +525,10 @@ async def test_estimate_bounds_a_real_run(tmp_path: Path) -> None:
     """The estimate is an upper bound on the tutor turns and judge votes an episode actually uses."""
     scenario = make_scenario(tmp_path, models=models(REFUSING))
     protocol = engine.PROTOCOLS.get("crescendo")
-    plan = {e.id: e for e in engine.plan_episodes(scenario, engine.load_items(scenario))}
+    built = engine.build(scenario)
+    plan = {e.id: e for e in built.episodes}
     for record in await run_records(scenario, tmp_path / "runs"):
-        estimate = protocol.estimate(scenario, plan[record.id])
+        estimate = protocol.estimate(built, plan[record.id])
         assert int(record.metrics["tutor_turns"] or 0) <= estimate["tutor"].calls
         votes = sum(len(j.votes) for j in record.judgments if j.metric in ("unsafe", "learns_more", "on_topic"))
         assert votes <= estimate["judge"].calls

@@ -35,6 +35,7 @@ from engine import (
     Scenario,
     ScenarioError,
     Usage,
+    build,
     build_scenario,
     load_items,
     options_model,
@@ -440,8 +441,10 @@ async def test_design_profile_reaches_the_student(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("max_turns", "tutor", "student"), [(10, 4, 5), (7, 3, 3), (2, 0, 1)])
 def test_estimate(tmp_path: Path, max_turns: int, tutor: int, student: int) -> None:
     """Upper bounds: tutor and student turns within max_turns; judge calls = votes × tutor turns (detectors free)."""
-    scenario = fairness_scenario(tmp_path, options={"max_turns": max_turns}, judge_votes=3)
-    estimate = FairnessProtocol().estimate(scenario, episodes(scenario)[0])
+    # Built, so its tutor prompt names no design variable (this scenario has no design to provide a cue).
+    prompt = "You are a patient {{ item.domain }} tutor."
+    scenario = fairness_scenario(tmp_path, options={"max_turns": max_turns}, judge_votes=3, system_prompt=prompt)
+    estimate = FairnessProtocol().estimate(build(scenario), episodes(scenario)[0])
     assert estimate["tutor"].calls == tutor
     assert estimate["student"].calls == student
     assert estimate["judge"].calls == 3 * tutor

@@ -394,7 +394,7 @@ def test_the_cache_setting_is_not_part_of_the_scenario_hash(tmp_path: Path) -> N
 
 def test_a_bad_cache_path_fails_before_the_run_directory_exists(tmp_path: Path) -> None:
     with pytest.raises(CacheError):
-        Runner(make_scenario(tmp_path), out=tmp_path / "runs", cache=tmp_path)
+        Runner(make_scenario(tmp_path), out=tmp_path / "runs", cache=tmp_path).prepare()
     assert not (tmp_path / "runs").exists()
 
 

@@ -173,6 +173,8 @@ def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err.decode()
     run_dir = _only_run_dir(out)
+    hint = f"resume with: simrun {path} --set models.tutor.params.latency_s=0.02 --resume {run_dir}"
+    assert hint in err.decode().replace("\n", ""), err  # the whole command, overrides and all
     episodes = run_dir / "episodes.jsonl"
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "interrupted"

@@ -122,6 +122,7 @@ async def test_a_refused_model_list_falls_back_to_a_completion(tmp_path: Path, s
     """Some proxies refuse `/models` to keys that may chat: the one-token completion decides."""
     async with FakeOpenAI(lambda body: Reply(content="OK"), models_status=status) as fake:
         runner = engine.Runner(_scenario(tmp_path, fake.base_url, limit=1), out=tmp_path / "runs", probe=True)
+        await runner.open()
         runner.pending = []  # the probe alone
         result = await runner.run()
         asked = [seen.path for seen in fake.seen]
@@ -281,7 +282,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
             with pytest.raises(ScenarioError, match=rf"in use by simrun run \(pid {holder.pid} "):
-                engine.Runner(make_scenario(tmp_path), resume=run_dir)
+                engine.Runner(make_scenario(tmp_path), resume=run_dir).prepare()
             assert main(["report", str(run_dir)]) == 2
         finally:
             holder.kill()

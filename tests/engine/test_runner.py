@@ -93,6 +93,7 @@ async def test_interrupt_then_resume_gives_the_uninterrupted_result(tmp_path: Pa
     before = (stopped.run_dir / "episodes.jsonl").read_bytes()
 
     resumer = Runner(scenario, resume=stopped.run_dir)
+    await resumer.open()  # the constructor does no I/O: the run directory is read here
     assert {e.id for e in resumer.pending} == {e.id for e in resumer.episodes} - done
     resumed = await resumer.run()
     assert resumed.status == "finished" and resumed.exit_code == 0
@@ -125,8 +126,10 @@ async def test_resume_refuses_a_changed_scenario(tmp_path: Path) -> None:
     """Resume with a different scenario is refused, naming the keys that changed."""
     first = await engine.run(make_scenario(tmp_path, limit=2), out=tmp_path / "runs")
     with pytest.raises(ScenarioError, match=r"changed: judge_votes, seed"):
-        Runner(make_scenario(tmp_path, limit=2, seed=99, judge_votes=5), resume=first.run_dir)
-    Runner(make_scenario(tmp_path, limit=2, concurrency=3), resume=first.run_dir)  # concurrency may change
+        await Runner(make_scenario(tmp_path, limit=2, seed=99, judge_votes=5), resume=first.run_dir).open()
+    resumed = Runner(make_scenario(tmp_path, limit=2, concurrency=3), resume=first.run_dir)  # concurrency may change
+    await resumed.open()
+    resumed.run_dir.release()
 
 
 async def test_open_run_streams_records_and_turns(tmp_path: Path) -> None:
@@ -164,5 +167,5 @@ def test_template_with_a_missing_variable_fails_before_any_call(tmp_path: Path) 
     """A tutor prompt naming a variable that no episode provides is a scenario error at planning time."""
     scenario = make_scenario(tmp_path, tutor={"system_prompt": "Tutor {{ item.domain }}. {{ cue }}"})
     with pytest.raises(ScenarioError, match=r"tutor: template refers to an unknown value: 'cue' is undefined"):
-        Runner(scenario, out=tmp_path / "runs")
+        Runner(scenario, out=tmp_path / "runs").prepare()
     assert not (tmp_path / "runs").exists()

@@ -102,7 +102,7 @@ def test_answer_leak_rate_clusters_replicates_on_their_item(tmp_path: Path) -> N
     ]
     for row in summary["remath"]["conditions"]:
         group = [r for r in records if r.condition.get("given") == row["given"]]
-        leaks = [j.value for r in group for j in r.judgments if j.metric == "answer_leak"]
+        leaks = [j.value is True for r in group for j in r.judgments if j.metric == "answer_leak"]
         leak = row["answer_leak"]
         assert (leak["k"], leak["n"]) == (sum(leaks), len(leaks))
         assert leak["clusters"] == len({r.item_id for r in group}) == len(group) // 3

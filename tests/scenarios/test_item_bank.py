@@ -90,7 +90,7 @@ def test_crescendo_scenario_estimate_is_positive() -> None:
     """The scenario's protocol gives a call estimate for every planned episode (what --dry-run shows)."""
     scenario = engine.load_scenario(SCENARIO)
     protocol = engine.PROTOCOLS.get(scenario.kind)
-    episodes = engine.plan_episodes(scenario, engine.load_items(scenario))
-    for episode in episodes[:20]:
-        estimate = protocol.estimate(scenario, episode)
+    built = engine.build(scenario)
+    for episode in built.episodes[:20]:
+        estimate = protocol.estimate(built, episode)
         assert estimate["tutor"].calls >= 1 and estimate["judge"].calls >= 1

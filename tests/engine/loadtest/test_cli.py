@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import io
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
+import anyio
 import httpx2
 import orjson
 import pytest
 from anyio.from_thread import start_blocking_portal
+from rich.console import Console
 
 from engine.cli import main
+from engine.loadtest.config import LoadConfig
+from engine.loadtest.progress import ConsoleProgress
 from engine.loadtest.report import read_requests
+from engine.loadtest.run import run_load
 from engine.serve import LoopbackServer, ServeOptions
 from engine.view import serve_report
 
@@ -70,6 +78,8 @@ def test_a_sweep_steps_the_rate_until_the_slo_breaks_and_reports_the_knee(
     summary = orjson.loads((_run_dir(out) / "summary.json").read_bytes())
     assert [step["target_rate"] for step in summary["steps"]] == [2, 4, 8, 16]  # stops at the first failure
     assert summary["sweep"]["knee_rate"] == 8 and summary["sweep"]["broke_at"] == 16
+    assert summary["sweep"]["knee_reached"] is True
+    assert "knee (last passing step)" in (_run_dir(out) / "report.html").read_text()
     assert summary["steps"][-1]["errors"].get("http_429", 0) > 0
 
 
@@ -137,3 +147,94 @@ def test_report_on_a_load_run_without_its_measurements_is_a_user_error(
     (run / "manifest.json").write_bytes(orjson.dumps(manifest))
     assert main(["report", str(run)]) == 2
     assert "cannot read the load test's measurements" in capsys.readouterr().err
+
+
+def _loose_gates(tmp_path: Path) -> Path:
+    config = tmp_path / "loose.yaml"  # a busy test machine must not fail a gate and change the verdicts
+    config.write_text("gates: {dispatch_p99_ms: 1000, loop_lag_p99_ms: 1000, max_cpu: 1}\n")
+    return config
+
+
+def test_an_unreachable_target_fails_its_gate_before_the_schedule_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listens there: a 30 s schedule never starts, nothing is sent, the gate fails, exit 3."""
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(LoopbackServer()) as serving:
+        dead = serving.base_url  # a port that was just free; nothing listens there once the server is gone
+    args = ["loadtest", "--target", dead, "--model", "m", "--rate", "4", "--duration", "30", "--out", str(tmp_path)]
+    assert main(args) == 3
+    output = capsys.readouterr().out
+    assert "target unreachable" in output and "NOT valid" in output
+    run = _run_dir(tmp_path)
+    summary = orjson.loads((run / "summary.json").read_bytes())
+    assert summary["valid"] is False and summary["gates"]["checks"]["target_reachable"]["ok"] is False
+    assert read_requests(run / "requests.csv") == []
+    assert main(["report", str(run)]) == 0  # the rebuilt summary says the same
+    assert orjson.loads((run / "summary.json").read_bytes()) == summary
+
+
+def test_a_sweep_prints_each_step_and_says_when_no_knee_was_reached(
+    server: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both rates stay under the server's 10 requests/s: every step passes, so the knee lies past the last rate."""
+    out = tmp_path / "runs"
+    args = ["loadtest", str(_loose_gates(tmp_path)), "--target", server.base_url, "--model", "sim-tutor"]
+    args += ["--arrival", "constant", "--sweep", "1,2", "--duration", "0.6", "--turns", "1", "--out", str(out)]
+    args += ["--slo-e2e-ms", "500"]
+    assert main(args) == 0
+    output = capsys.readouterr().out
+    assert "step 1/2 · 1.00 conversations/s" in output and "step 2/2 · 2.00 conversations/s" in output
+    assert output.index("step 1/2") < output.index("step 2/2") < output.index("knee not reached (≥ 2.00")
+    summary = orjson.loads((_run_dir(out) / "summary.json").read_bytes())
+    assert summary["sweep"]["knee_reached"] is False and summary["sweep"]["broke_at"] is None
+    report = (_run_dir(out) / "report.md").read_text()
+    html = (_run_dir(out) / "report.html").read_text()
+    assert "knee not reached" in report and "knee not reached" in html and "None" not in html
+    # the plot draws the SLO and the goodput target, and marks no knee that was not found
+    assert "e2e SLO 500 ms" in html and "goodput target" in html and "knee (last passing step)" not in html
+
+
+def test_a_closed_loop_reports_its_concurrency_not_a_rate(
+    server: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped file sets `rate: 4`; a closed loop must not show it as if it had been the load."""
+    args = ["loadtest", str(SCENARIO), "--target", server.base_url, "--arrival", "concurrency", "--concurrency", "3"]
+    args += ["--duration", "0.5", "--warmup", "0", "--turns", "1", "--think-time", "0", "--out", str(tmp_path)]
+    assert main(args) in (0, 3)
+    output = capsys.readouterr().out
+    assert "3 conversations at once" in output and "3 at once" in output.split("load test loadtest (")[1]
+    assert "4.00" not in output
+    summary = orjson.loads((_run_dir(tmp_path) / "summary.json").read_bytes())
+    assert summary["concurrency"] == 3 and summary["target_rate"] is None
+    assert "3 conversations at once" in (_run_dir(tmp_path) / "report.md").read_text()
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_live_progress_shows_requests_rate_in_flight_errors_and_ttft(
+    server: LoopbackServer, tmp_path: Path, terminal: bool
+) -> None:
+    """Once a second on a terminal and every 10 s down a pipe by default; here faster, to see a few lines."""
+    sink = io.StringIO()
+    console = Console(file=sink, force_terminal=terminal, width=120)
+    assert ConsoleProgress(console).interval_s == (1.0 if terminal else 10.0)
+    config = LoadConfig(
+        target=server.base_url, model="sim-tutor", arrival="constant", rate=8.0, duration_s=0.8, turns=1
+    )
+    anyio.run(partial(run_load, config, out=tmp_path, progress=ConsoleProgress(console, interval_s=0.2)))
+    text = sink.getvalue()
+    assert re.search(r"requests \d+ \([\d.]+/s\) · in flight \d+ · errors \d+ · TTFT p50 ([\d,]+ ms|–)", text), text
+    assert terminal == ("\x1b[" in text)  # a terminal's line is redrawn in place; a pipe gets plain lines
+
+
+def test_live_progress_sums_the_worker_processes(server: LoopbackServer, tmp_path: Path) -> None:
+    """With --workers 2 each process reports its counters once a second and the line shows their sum."""
+    sink = io.StringIO()
+    config = LoadConfig(
+        target=server.base_url, model="sim-tutor", arrival="constant", rate=8.0, duration_s=2.0, turns=1, workers=2
+    )
+    result = anyio.run(
+        partial(run_load, config, out=tmp_path, progress=ConsoleProgress(Console(file=sink), interval_s=0.25))
+    )
+    sent = [int(found) for found in re.findall(r"requests (\d+) ", sink.getvalue())]
+    assert sent and max(sent) > 0 and sent == sorted(sent)  # counts arrive from the workers and only grow
+    assert max(sent) <= result.summary["requests"]["sent"]
