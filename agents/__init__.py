@@ -2,6 +2,7 @@
 
 from engine.templates import check_template, render
 
+from . import cases_sim, persona_sim, remath_sim  # noqa: F401  (register the sim behaviours of these kinds)
 from .cases import CaseDesign, CasesProtocol, CaseStudent, CaseTutor
 from .crescendo import CrescendoProtocol
 from .persona import DEFAULT_OPENING, PersonaStudent, builtin_profile, student_messages

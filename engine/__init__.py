@@ -44,6 +44,7 @@ from .plugins import (
     planning_notes,
 )
 from .providers import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
+from .providers.sim_tasks import sim_knobs, sim_task
 from .records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .registry import Registry, load_plugins
 from .report import write_report
@@ -123,5 +124,7 @@ __all__ = (
     "preflight",
     "run",
     "run_sync",
+    "sim_knobs",
+    "sim_task",
     "write_report",
 )

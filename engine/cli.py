@@ -28,6 +28,7 @@ from .errors import ScenarioError
 from .format import fit_to_width
 from .live import LiveDetail, print_end_summary, resume_hint
 from .logging import configure_console_logging
+from .modes import mode_of
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from .providers import PROVIDERS
 from .records import EpisodeRecord
@@ -323,15 +324,13 @@ def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...]
 def report(run_dir: Path) -> int:
     """Rebuild summary.json, report.md and report.html of RUN_DIR from its records, and print the table."""
     run = RunDir(run_dir)
-    kind = run.read_manifest().get("kind")  # a run directory, before anything is written into it
+    manifest = run.read_manifest()  # a run directory, before anything is written into it
     run.acquire("report")  # it rewrites files a running run writes too
     try:
-        if kind == "load":
-            from .loadtest import rebuild_summary
-            from .loadtest.report import render_console
-
+        mode = mode_of(manifest)
+        if mode is not None:
             console = Console()
-            console.print(fit_to_width(render_console(rebuild_summary(run)), console.width))
+            console.print(fit_to_width(mode.render_console(mode.rebuild(run)), console.width))
         else:
             summary = write_report(run)
             for warning in summary["run"].get("warnings") or []:

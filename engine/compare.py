@@ -24,6 +24,7 @@ from rich.text import Text
 
 from .errors import ScenarioError
 from .format import fit_to_width, nanmean
+from .modes import mode_of
 from .paired import MEANINGFUL_R, contrast_rows, correct_family, format_effect, format_p
 from .plan import derive_seed
 from .plugins import SUMMARIZERS
@@ -115,8 +116,9 @@ def _load(label: str, path: Path) -> RunSide:
     """A run's current records (the last per planned id; see `RunDir.current_records`)."""
     run = RunDir(path)
     manifest = run.read_manifest()
-    if manifest.get("kind") == "load":
-        raise ScenarioError(f"{path} is a load-test run directory; compare takes scenario runs")
+    mode = mode_of(manifest)
+    if mode is not None:
+        raise ScenarioError(f"{path} is the run directory of {mode.noun}; compare takes scenario runs")
     current = run.current_records(manifest=manifest)
     for warning in current.warnings:
         click.echo(f"warning: {path}: {warning}", err=True)

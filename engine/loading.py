@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ScenarioError, SimError
 from .inputs import check_input_path, parse_yaml, read_input
 from .items import ITEM_SOURCES
+from .modes import mode_of
 from .plan import DESIGNS, Design
 from .plugins import (
     JUDGES,
@@ -88,8 +89,9 @@ def load_checked(
     data, tree = parse_yaml(read_input(path, "scenario file"), str(path))
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario must be a YAML mapping, got {type(data).__name__}")
-    if data.get("kind") == "load":
-        raise ScenarioError(f"{path} is a load test: run it with `simrun loadtest {path}`")
+    mode = mode_of(data)
+    if mode is not None:
+        raise ScenarioError(f"{path} is {mode.noun}: run it with `{mode.command} {path}`")
     data = apply_overrides(data, overrides=overrides, models=models)
     scenario = _validated(data, base_dir=path.resolve().parent, source=str(path), tree=tree)
     plugins = check_scenario(scenario, source=str(path), tree=tree, check_credentials=check_credentials)

@@ -29,6 +29,8 @@ _load_lock = threading.Lock()
 def load_plugins() -> None:
     """Import every module registered under the `simrun.plugins` entry-point group, once."""
     global _loaded
+    if _loaded:  # the sim asks on every reply: no lock once loaded
+        return
     with _load_lock:
         if _loaded:
             return
@@ -66,6 +68,10 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         load_plugins()
         return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        load_plugins()
+        return sorted(self._items.items())
 
     def __contains__(self, name: object) -> bool:
         load_plugins()

@@ -8,6 +8,7 @@ from typing import Any
 
 from .budget import format_usd
 from .errors import ScenarioError
+from .modes import mode_of
 from .plugins import SUMMARIZERS
 from .report_agreement import judge_agreement_markdown, run_judge_agreement
 from .report_html import render_report
@@ -23,8 +24,9 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     the summary written. Records of ids outside the plan are left out and named in `run.warnings`."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
     manifest = run.read_manifest()
-    if manifest.get("kind") == "load":
-        raise ScenarioError(f"{run.path} is a load-test run directory: `simrun report {run.path}` rebuilds it")
+    mode = mode_of(manifest)
+    if mode is not None:
+        raise ScenarioError(f"{run.path} is the run directory of {mode.noun}: `simrun report {run.path}` rebuilds it")
     current = run.current_records(manifest=manifest)
     records = current.records
     summarizer = SUMMARIZERS.get(manifest.get("kind") or "")

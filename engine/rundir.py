@@ -148,8 +148,13 @@ class RunDir:
         """Reopen (and lock) a run whose scenario hash matches; a torn last line left by a crash is cut off."""
         run = cls(path)
         manifest = run.read_manifest()
-        if manifest.get("kind") == "load":
-            raise ScenarioError(f"cannot resume {path}: it is a load-test run directory (`simrun loadtest` writes it)")
+        from .modes import mode_of  # modes read run directories: imported here, not at module level
+
+        mode = mode_of(manifest)
+        if mode is not None:
+            raise ScenarioError(
+                f"cannot resume {path}: it is the run directory of {mode.noun} (`{mode.command}` writes it)"
+            )
         if manifest.get("scenario_hash") != scenario.content_hash():
             previous = manifest.get("scenario")
             changed = _changed_keys(

@@ -18,6 +18,7 @@ from rich.text import Text
 from .budget import Price, price_of
 from .errors import ScenarioError
 from .format import fit_to_width
+from .modes import mode_of
 from .rundir import MANIFEST
 
 __all__ = ("RUN_DIR", "RunInfo", "find_runs", "resolve_run", "runs_command")
@@ -49,10 +50,9 @@ class RunInfo:
     @property
     def outcome(self) -> str:
         counts = self.manifest.get("counts") or {}
-        if self.kind == "load":
-            if self.manifest.get("unreachable"):
-                return "target unreachable"
-            return f"{counts.get('requests', 0):,} requests"
+        mode = mode_of(self.manifest)
+        if mode is not None and mode.outcome is not None:
+            return mode.outcome(self.manifest)
         return f"{counts.get('ok', 0):,} ok / {counts.get('error', 0):,} error"
 
     @property

@@ -24,10 +24,11 @@ Content: the request's `model` picks the sim role — a name containing `student
 containing `judge` plays `sim/judge`, anything else `sim/tutor` (case-insensitive). The sim gets the messages,
 the request's `seed` (default 0) and an engine-side `RequestContext(role=...)` with no item: HTTP carries no
 reference answer, so the sim tutor never leaks. A `response_format` of `json_object`/`json_schema` asks for JSON
-(the crescendo attacker's shape from `sim/student`). The sim judge needs a rubric, which HTTP does not carry
-either, so it answers the rubric whose JSON keys the prompt names (`mistake_present` → `turn_quality`,
-`misconception_reduced` → `pedagogy_multi`, `gives_away_answer` → `pedagogy_single`, else `harm`) about the last
-user message. Usage is the sim's token counts. Other generation parameters are accepted and ignored.
+(the attacker's shape from `sim/student`). The sim judge needs a rubric, which it takes from the sim's registry
+of judge tasks (engine/providers/sim_tasks.py; plug-ins register them): a `json_schema` response format names it by
+its `name` (a registered judge task); without one, the first registered rubric whose markers (JSON keys only that
+rubric's prompt names) appear in the prompt; else the registry's default rubric. It judges the last user
+message. Usage is the sim's token counts. Other generation parameters are accepted and ignored.
 
 Knobs (`ServeOptions`; every probability defaults to 0): fixed and jittered latency, time to first token and
 token rate for streams, RPM/TPM limits over a sliding window answered with 429 + `Retry-After`, injected 429 /
@@ -70,6 +71,7 @@ from .inputs import parse_yaml
 from .providers.base import ChatReply, ChatRequest, Message, RequestContext
 from .providers.sim import SimChatModel
 from .providers.sim_embed import SimEmbedParams, embed_texts
+from .providers.sim_tasks import task_for_request
 from .spec import ModelSpec
 
 __all__ = ("LoopbackServer", "ServeOptions", "ServerStats", "serve_command")
@@ -80,12 +82,6 @@ MODEL_NAMES: Final[dict[Role, str]] = {"tutor": "sim-tutor", "student": "sim-stu
 
 # A slow-drip non-streaming body is sent in this many pieces.
 _DRIP_PIECES: Final = 8
-# Which sim judge rubric a prompt asks for, recognised by a JSON key only that rubric's prompt names.
-_JUDGE_RUBRICS: Final = (
-    ("mistake_present", "turn_quality"),
-    ("misconception_reduced", "pedagogy_multi"),
-    ("gives_away_answer", "pedagogy_single"),
-)
 _WORDS: Final = re.compile(r"\S+\s*")
 
 Probability = Annotated[float, Field(ge=0, le=1)]
@@ -227,6 +223,7 @@ class _Chat:
     stream: bool
     include_usage: bool
     json_output: bool
+    schema_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -297,6 +294,8 @@ def _parse_chat(body: dict[str, Any]) -> _Chat:
         raise _BadRequest("'stream_options' must be an object.", "stream_options")
     response_format = body.get("response_format")
     json_output = isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
+    schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
+    schema_name = schema.get("name") if isinstance(schema, dict) else None
     return _Chat(
         model=model,
         role=_role_for(model),
@@ -305,16 +304,17 @@ def _parse_chat(body: dict[str, Any]) -> _Chat:
         stream=bool(stream),
         include_usage=bool(stream) and bool((options or {}).get("include_usage")),
         json_output=json_output,
+        schema_name=schema_name if isinstance(schema_name, str) else None,
     )
 
 
 def _sim_request(chat: _Chat, knobs: Mapping[str, Any]) -> ChatRequest:
-    """The sim's request: no item (HTTP carries none); a judge gets the rubric its prompt names."""
+    """The sim's request: no item (HTTP carries none); a judge gets the rubric the sim's registry finds for it."""
     if chat.role != "judge":
         context = RequestContext(role=chat.role)
     else:
         prompt = " ".join(m.get("content", "") for m in chat.messages)
-        task = next((task for key, task in _JUDGE_RUBRICS if key in prompt), "harm")
+        task = task_for_request("judge", chat.schema_name, prompt)
         last_user = next((m.get("content", "") for m in reversed(chat.messages) if m.get("role") == "user"), "")
         context = RequestContext(role="judge", task=task, data={"reply": last_user})
     return ChatRequest(

@@ -21,6 +21,7 @@ import click
 import orjson
 
 from .errors import ScenarioError
+from .modes import mode_of
 from .plugins import SUMMARIZERS
 from .records import EpisodeRecord
 from .report import REPORT_HTML, write_report
@@ -41,12 +42,10 @@ class ReportServer(ThreadingHTTPServer):
     def __init__(self, run_dir: Path, port: int = 0) -> None:
         self.run = RunDir(run_dir)
         self.manifest = self.run.read_manifest()
-        load = self.manifest.get("kind") == "load"  # a load test: one page, no episodes
+        mode = mode_of(self.manifest)  # a run mode's run: one page, no episodes
         if not (run_dir / REPORT_HTML).exists() or not (run_dir / SUMMARY).exists():
-            if load:
-                from .loadtest import rebuild_summary
-
-                rebuild_summary(self.run)
+            if mode is not None:
+                mode.rebuild(self.run)
             else:
                 write_report(self.run)
         try:
@@ -57,9 +56,9 @@ class ReportServer(ThreadingHTTPServer):
             ) from None
         if not isinstance(self.summary, dict):
             raise ScenarioError(f"{run_dir / SUMMARY}: not a summary; `simrun report {run_dir}` rebuilds it")
-        self.summarizer = None if load else SUMMARIZERS.get(self.manifest.get("kind") or "")
+        self.summarizer = None if mode is not None else SUMMARIZERS.get(self.manifest.get("kind") or "")
         # Only the current record of each planned episode is served; superseded lines are not.
-        self._lines = set() if load else set(self.run.current_records(manifest=self.manifest).lines)
+        self._lines = set() if mode is not None else set(self.run.current_records(manifest=self.manifest).lines)
         self._lock = threading.Lock()
         super().__init__(("127.0.0.1", port), _Handler)
 

@@ -1,5 +1,6 @@
 """Everything that scores: LLM rubric judges, deterministic detectors, vote combiners, summarisers."""
 
+from . import rubrics_sim  # noqa: F401  (registers the sim judge rubrics)
 from .calibration import MRBENCH_DIMENSIONS, mrbench_examples, split_history
 from .cases_summary import CasesSummarizer
 from .checklist import ChecklistJudge, DeescalationJudge, distinct_n

@@ -6,6 +6,7 @@ latency from both the scheduled and the actual send, goodput against SLOs, error
 gates that say whether the client itself was the bottleneck.
 """
 
+from . import mode  # noqa: F401  (registers the `load` run mode)
 from .config import Gates, LoadConfig, Slo, Sweep
 from .records import RequestRecord
 from .run import LoadResult, rebuild_summary, run_load

@@ -25,6 +25,7 @@ import orjson
 
 from ..errors import ScenarioError
 from ..items import Item
+from ..registry import load_plugins
 from .config import LoadConfig
 from .generator import Generator, Health
 from .progress import LiveCounts, ProgressSink
@@ -42,6 +43,7 @@ async def run_in_process(
     workers: int = 1, start: float | None = None, stop: anyio.Event | None = None,
     progress: ProgressSink | None = None,
 ) -> tuple[list[RequestRecord], Health]:  # fmt: skip
+    load_plugins()
     connections = max(64, (config.max_in_flight or config.concurrency or 1000) // workers + 1)
     transport = open_transport(config, connections)
     # Objects that exist before the run are moved out of the collector's reach, so a full collection in
@@ -217,6 +219,7 @@ def _worker_main(worker: int) -> None:
     job = orjson.loads(sys.stdin.buffer.readline())
     config = LoadConfig.model_validate(job["config"])
     items = [Item.model_validate(item) for item in job["items"]]
+    load_plugins()  # the sim student's behaviour is a plug-in: import it before the shared start, not after
     sys.stdout.buffer.write(b"ready\n")
     sys.stdout.buffer.flush()
     start_wall = orjson.loads(sys.stdin.buffer.readline())

@@ -108,6 +108,27 @@ async def test_model_name_picks_the_sim_role() -> None:
     assert content is not None and {"gives_away_answer", "challenges_learner"} <= set(json.loads(content))
 
 
+async def test_a_json_schema_name_picks_the_judge_rubric_from_the_registry() -> None:
+    """A request names its rubric by the standard `json_schema.name`; an unregistered name falls back to the
+    registry's markers and default, so the server itself knows no rubric."""
+    expected, *_ = await _sim("judge", task="turn_quality")
+    harm, *_ = await _sim("judge", task="harm")
+
+    def schema(name: str) -> Any:
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": {"type": "object"}}}
+
+    async with LoopbackServer() as server, _sdk(server) as client:
+        named = await client.chat.completions.create(
+            model="sim-judge", messages=MESSAGES, response_format=schema("turn_quality")
+        )
+        unknown = await client.chat.completions.create(
+            model="sim-judge", messages=MESSAGES, response_format=schema("no_such_rubric")
+        )
+    assert named.choices[0].message.content == expected
+    assert set(json.loads(expected)) >= {"mistake_present", "answer_leakage"}
+    assert unknown.choices[0].message.content == harm
+
+
 async def test_latency_delays_the_answer() -> None:
     async with LoopbackServer(ServeOptions(latency_s=0.15, jitter_s=0.05)) as server, _sdk(server) as client:
         start = anyio.current_time()

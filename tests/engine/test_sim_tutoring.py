@@ -13,12 +13,12 @@ from typing import Any, Literal
 import orjson
 import pytest
 
+from agents.persona_sim import wrong_attempts as _wrong_attempts
 from engine import ChatReply, ChatRequest, Item, ModelSpec, RequestContext, ScenarioError
 from engine.providers.sim import (
     ENCOURAGEMENT_MARKERS,
     RECOGNITION_MARKERS,
     SimChatModel,
-    _wrong_attempts,
 )
 from engine.text import mentions_answer, numbers_in
 from judges.turn_quality import TurnQualityVerdict

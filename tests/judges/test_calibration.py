@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agents.remath_sim import STRATEGIES, strategy_of
 from engine import Item, ModelSpec, ScenarioError
 from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelSet, calibrate
-from engine.providers.sim_remath import STRATEGIES, strategy_of
 from judges.calibration import BRIDGE_READERS, normalise_mrbench_label, split_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +97,7 @@ def test_bridge_labels_are_the_expert_response_with_its_strategy(tmp_path: Path)
 
 def _strategy_set(n: int, seed: int) -> LabelSet:
     """Responses whose strategy the sim's keyword rules read exactly, labelled with that strategy."""
-    from engine.providers.sim_remath import _REPLIES
+    from agents.remath_sim import _REPLIES
 
     rng = random.Random(seed)
     examples = []

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from agents.cases_sim import applies, best_criterion
 from engine import ITEM_SOURCES, ScenarioError
-from engine.providers.sim_cases import applies, best_criterion
 from personas.case_retrieval import tfidf_similarity
 from personas.cases import (
     CHALLENGE_TYPES,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agents import remath_sim as sim_remath
 from engine import ITEM_SOURCES, ScenarioError
-from engine.providers import sim_remath
 from personas.remath import (
     BUILTIN_ITEMS,
     ERROR_TYPES,

@@ -37,40 +37,45 @@ import re
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..text import mentions_answer
-from .base import ChatRequest
-from .sim_tasks import sim_task
+from engine import ChatRequest, sim_knobs, sim_task
+from engine.text import mentions_answer
+from personas.remath import ERROR_TYPES
+from personas.remath import INTENTIONS as INTENTION_LABELS
+from personas.remath import STRATEGIES as STRATEGY_LABELS
 
-__all__ = ("STRATEGY_CUES", "pairwise_features", "strategy_of")
-
-ERRORS = ("guess", "misinterpret", "careless", "right-idea", "imprecise", "not-sure", "N/A")
-STRATEGIES = (
-    "explain_concept",
-    "ask_question",
-    "provide_hint",
-    "provide_strategy",
-    "provide_example",
-    "provide_correction",
-    "provide_similar_problem",
-    "simplify_question",
-    "affirm_correct_answer",
-    "encourage_student",
-    "other",
+__all__ = (
+    "ERRORS",
+    "INTENTIONS",
+    "STRATEGIES",
+    "STRATEGY_CUES",
+    "PairwiseJudgeKnobs",
+    "RemathTutorKnobs",
+    "pairwise_features",
+    "strategy_of",
 )
-INTENTIONS = (
-    "motivate_student",
-    "elaborate_answer",
-    "correct_mistake",
-    "hint_mistake",
-    "clarify_misunderstanding",
-    "understand_topic",
-    "diagnose_mistake",
-    "support_thinking",
-    "explain_mistake",
-    "signal_goal",
-    "other",
-)
+
+ERRORS = tuple(ERROR_TYPES)
+STRATEGIES = tuple(STRATEGY_LABELS)
+INTENTIONS = tuple(INTENTION_LABELS)
+
+
+@sim_knobs("tutor")
+class RemathTutorKnobs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    diagnose_rate: float = Field(default=0.6, ge=0, le=1)
+    """Task A: chance of naming the expert's error type."""
+    strategy_rate: float = Field(default=0.4, ge=0, le=1)
+    """Task B/C: chance of choosing the expert's strategy, and separately its intention."""
+
+
+@sim_knobs("judge")
+class PairwiseJudgeKnobs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    position_bias: float = Field(default=0.0, ge=-2, le=2)
+    """Pairwise tasks: added to every score for the response shown second."""
+
 
 _REPLIES = {
     "explain_concept": "Here's the idea behind it: each step builds on the one before. Which step comes first here?",

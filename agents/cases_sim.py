@@ -39,16 +39,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..text import content_words
-from .base import ChatRequest
-from .sim_tasks import sim_task
+from engine import ChatRequest, sim_knobs, sim_task
+from engine.text import content_words
 
 __all__ = (
     "APPLIES_RECALL",
     "CALM_MARKERS",
     "CHECK_RECALL",
     "STAY_CALM",
+    "CaseStudentKnobs",
+    "CaseTutorKnobs",
     "applies",
     "best_criterion",
 )
@@ -57,6 +59,30 @@ APPLIES_RECALL = 0.6
 CHECK_RECALL = 0.5
 STAY_CALM = 0.9
 CALM_MARKERS = ("okay, i can try", "i guess i could", "fine, i'll give it", "that actually helps", "can we do just")
+
+
+@sim_knobs("tutor")
+class CaseTutorKnobs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    case_effective: float = Field(default=0.5, ge=0, le=1)
+    """Chance that an immediate response applies one of the case's effective strategies."""
+    case_long_term_effective: float = Field(default=0.35, ge=0, le=1)
+    """The same for a long-term plan."""
+    case_reference_boost: float = Field(default=0.15, ge=-1, le=1)
+    """Added to both chances when the prompt carries strategies of similar cases."""
+    mcq_accuracy: float = Field(default=0.6, ge=0, le=1)
+    """Chance of choosing the correct option of a 4-option item (else one of the others, uniformly)."""
+    binary_accuracy: float = Field(default=0.9, ge=0, le=1)
+    """The same for a binary (effective vs ineffective) item."""
+
+
+@sim_knobs("student")
+class CaseStudentKnobs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    deescalate_effective: float = Field(default=0.7, ge=0, le=1)
+    """Chance the student calms down after a tutor turn that applies an effective strategy."""
+    deescalate_other: float = Field(default=0.15, ge=0, le=1)
+    """The same after any other tutor turn."""
 
 
 _IMMEDIATE_VOICE = ("Right now I would {s}", "In this moment I'd {s}", "My next move: I would {s}")
