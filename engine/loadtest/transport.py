@@ -14,11 +14,11 @@ from typing import Any, Protocol
 import aiohttp
 import httpx2
 import openai
-import orjson
 
 from ..errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
-from ..providers.lean import LeanSession, error_for_status, read_completion
+from ..providers.lean import LeanSession
 from ..providers.openai import translated_errors
+from ..providers.wire import STREAM_END, chat_body, error_for_status, read_completion, read_stream_event
 from .config import LoadConfig
 from .records import RequestRecord
 
@@ -55,7 +55,7 @@ def _fail(record: RequestRecord, exc: ProviderError, now: Clock) -> None:
 
 
 def _request_fields(config: LoadConfig) -> dict[str, Any]:
-    fields: dict[str, Any] = {"model": config.model, "stream": config.stream}
+    fields: dict[str, Any] = {"stream": config.stream}
     if config.stream:
         fields["stream_options"] = {"include_usage": True}
     if config.max_tokens is not None:
@@ -73,7 +73,7 @@ class LeanLoad:
         self._model = config.model
 
     async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None:
-        body = orjson.dumps({**self._fields, "messages": messages})
+        body = chat_body(self._model, messages, self._fields)
         record.dispatched = now()
         try:
             async with self.http.session.post(self.http.url, data=body, headers=self.http.headers) as response:
@@ -105,16 +105,10 @@ class LeanLoad:
             if not line.startswith(b"data:"):
                 continue
             payload = line[5:].strip()
-            if payload == b"[DONE]":
+            if payload == STREAM_END:
                 record.end, record.ok = now(), True
                 return "".join(parts)
-            try:
-                event = orjson.loads(payload)
-                choices, usage = event.get("choices"), event.get("usage")
-                delta = (choices[0].get("delta") or {}) if choices else {}
-                text = delta.get("content")
-            except (orjson.JSONDecodeError, AttributeError, IndexError, TypeError) as exc:
-                raise ProviderError(self._model, f"bad stream event ({type(exc).__name__})", malformed=True) from None
+            text, usage = read_stream_event(self._model, payload)
             if text:
                 stamp = now()
                 if record.first_token is None:
@@ -122,9 +116,8 @@ class LeanLoad:
                 record.last_token = stamp
                 record.chunks += 1
                 parts.append(text)
-            if usage:
-                record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                record.completion_tokens = int(usage.get("completion_tokens") or 0)
+            if usage is not None:
+                record.prompt_tokens, record.completion_tokens = usage.prompt_tokens, usage.completion_tokens
         record.end, record.error = now(), "stream_truncated"
         return None
 
@@ -153,14 +146,14 @@ class SdkLoad:
         try:
             with translated_errors(self._model):
                 if not self._fields["stream"]:
-                    completion = await create(messages=messages, **self._fields)
+                    completion = await create(model=self._model, messages=messages, **self._fields)
                     record.end = now()
                     usage = completion.usage
                     record.prompt_tokens = usage.prompt_tokens if usage else 0
                     record.completion_tokens = usage.completion_tokens if usage else 0
                     record.ok = True
                     return str(completion.choices[0].message.content or "")
-                stream = await create(messages=messages, **self._fields)
+                stream = await create(model=self._model, messages=messages, **self._fields)
                 record.headers, record.status = now(), 200
                 parts: list[str] = []
                 async for chunk in stream:

@@ -25,7 +25,7 @@ from engine.cli import main
 from engine.embed import embed_all
 from engine.errors import ProviderError, QuotaExhausted, RateLimited, ScenarioError
 from engine.providers.base import ChatModel, ChatReply, ChatRequest
-from engine.providers.lean import read_embeddings
+from engine.providers.wire import read_embeddings
 from engine.providers.openai import OpenAIChatModel
 from engine.providers.sim import SimChatModel
 from engine.providers.sim_embed import embed_texts
