@@ -29,9 +29,12 @@ Messages = list[dict[str, str]]
 
 
 class LoadTransport(Protocol):
-    """Sends `messages`, fills `record` as the response arrives, and returns the reply text (None on error)."""
+    """Sends `messages`, fills `record` as the response arrives, and returns the reply text or the failure.
 
-    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None: ...
+    The failure is returned, not raised: it is an outcome to record, which the caller may classify for a retry.
+    """
+
+    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | ProviderError: ...
 
     async def aclose(self) -> None: ...
 
@@ -49,9 +52,10 @@ def error_type(exc: ProviderError) -> str:
     return "http_5xx" if exc.status >= 500 else "http_4xx"
 
 
-def _fail(record: RequestRecord, exc: ProviderError, now: Clock) -> None:
+def _fail(record: RequestRecord, exc: ProviderError, now: Clock) -> ProviderError:
     record.end = now()
     record.error, record.status, record.retry_after = error_type(exc), exc.status, exc.retry_after
+    return exc
 
 
 def _request_fields(config: LoadConfig) -> dict[str, Any]:
@@ -72,7 +76,7 @@ class LeanLoad:
         self._fields = _request_fields(config)
         self._model = config.model
 
-    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None:
+    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | ProviderError:
         body = chat_body(self._model, messages, self._fields)
         record.dispatched = now()
         try:
@@ -88,18 +92,20 @@ class LeanLoad:
                     return text
                 return await self._read_stream(response.content, record, now)
         except ProviderError as exc:
-            _fail(record, exc, now)
+            return _fail(record, exc, now)
         except TimeoutError:
-            _fail(record, ProviderTimeout(self._model, "timed out"), now)
+            return _fail(record, ProviderTimeout(self._model, "timed out"), now)
         except (aiohttp.ClientError, ValueError) as exc:
             status = record.status
-            _fail(record, ProviderError(self._model, type(exc).__name__), now)
+            failure = _fail(record, ProviderError(self._model, type(exc).__name__), now)
             record.status = status
             if status == 200 and self._fields["stream"]:
                 record.error = "stream_truncated"  # the stream began, then the connection went
-        return None
+            return failure
 
-    async def _read_stream(self, content: aiohttp.StreamReader, record: RequestRecord, now: Clock) -> str | None:
+    async def _read_stream(
+        self, content: aiohttp.StreamReader, record: RequestRecord, now: Clock
+    ) -> str | ProviderError:
         parts: list[str] = []
         async for line in content:
             if not line.startswith(b"data:"):
@@ -119,7 +125,7 @@ class LeanLoad:
             if usage is not None:
                 record.prompt_tokens, record.completion_tokens = usage.prompt_tokens, usage.completion_tokens
         record.end, record.error = now(), "stream_truncated"
-        return None
+        return ProviderError(self._model, "the stream ended before [DONE]")
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -140,7 +146,7 @@ class SdkLoad:
         self._fields = _request_fields(config)
         self._model = config.model
 
-    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None:
+    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | ProviderError:
         record.dispatched = now()
         create: Any = self._client.chat.completions.create
         try:
@@ -174,7 +180,7 @@ class SdkLoad:
             _fail(record, exc, now)
             if began and exc.status is None and not exc.malformed and not isinstance(exc, ProviderTimeout):
                 record.status, record.error = 200, "stream_truncated"  # as the lean transport names it
-        return None
+            return exc
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -33,7 +33,7 @@ PRICES = {
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.client.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
+    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
     monkeypatch.setenv(KEY_ENV, "sk-live-test-not-a-real-key")
 
 
