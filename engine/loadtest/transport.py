@@ -18,7 +18,7 @@ import openai
 from ..errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
 from ..providers.lean import LeanSession
 from ..providers.openai import translated_errors
-from ..providers.wire import STREAM_END, chat_body, error_for_status, read_completion, read_stream_event
+from ..providers.wire import STREAM_END, chat_body, error_for_status, read_completion, read_stream_event, stream_fields
 from .config import LoadConfig
 from .records import RequestRecord
 
@@ -59,9 +59,7 @@ def _fail(record: RequestRecord, exc: ProviderError, now: Clock) -> ProviderErro
 
 
 def _request_fields(config: LoadConfig) -> dict[str, Any]:
-    fields: dict[str, Any] = {"stream": config.stream}
-    if config.stream:
-        fields["stream_options"] = {"include_usage": True}
+    fields = stream_fields(config.stream)
     if config.max_tokens is not None:
         fields["max_tokens"] = config.max_tokens
     return fields

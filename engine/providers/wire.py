@@ -40,6 +40,7 @@ __all__ = (
     "read_embeddings_body",
     "read_stream_event",
     "sse",
+    "stream_fields",
     "usage_body",
     "usage_chunk",
 )
@@ -64,6 +65,11 @@ def chat_body(model: str, messages: Any, params: Mapping[str, Any], **extra: Any
             body[key] = value
     body.update(extra)
     return orjson.dumps(body)
+
+
+def stream_fields(stream: bool) -> dict[str, Any]:
+    """`stream`, and the `stream_options` that make a stream end with a usage chunk."""
+    return {"stream": True, "stream_options": {"include_usage": True}} if stream else {"stream": False}
 
 
 def embeddings_body(model: str, texts: list[str]) -> bytes:
