@@ -72,6 +72,8 @@ class OpenAIChatModel(ChatModel):
         """`transport` replaces the network, for tests that feed the client arbitrary server bodies."""
         super().__init__(spec)
         self._lean = LeanChat(spec) if spec.transport == "lean" else None
+        if self._lean is not None:
+            return  # the lean transport is the only HTTP client: no SDK client is built beside it
         self._http = httpx2.AsyncClient(
             timeout=httpx2.Timeout(spec.timeout_s),
             limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
@@ -167,6 +169,7 @@ class OpenAIChatModel(ChatModel):
     async def aclose(self) -> None:
         if self._lean is not None:
             await self._lean.aclose()
+            return
         await self._client.close()
         await self._http.aclose()
 
