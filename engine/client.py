@@ -18,7 +18,7 @@ from .cache import ResponseCache, cache_key
 from .errors import ProviderError, ProviderTimeout, QuotaExhausted
 from .logging import HOST_LOG, Redactor, RunEvents
 from .providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
-from .retry import backoff_delay, classify
+from .retry import retrying
 from .spec import ModelSpec
 from .text import word_count
 from .throttle import Throttle
@@ -125,43 +125,21 @@ class ModelClient:
                 self._stats.cache_hits += 1
                 return self._redacted(cached), 0.0
         estimate = estimate_tokens(messages, int(request.params.get("max_tokens", 512)))
-        attempt = 0
-        while True:
-            try:
-                async with self._throttle.slot(estimate):
-                    self._stats.requests += 1
-                    started = time.perf_counter()
-                    reply = await self._attempt(request)
-                    latency = time.perf_counter() - started
-                break
-            except ProviderError as exc:
-                if isinstance(exc, QuotaExhausted) and self._throttle.exhausted is None:
-                    self._throttle.exhausted = exc
-                    self._events.error("provider.quota_exhausted", model=self.model_id, error=str(exc))
-                decision = classify(exc)
-                if not decision.retry or attempt >= self.spec.max_retries:
-                    self._stats.failures += 1
-                    self._stats.failures_by_kind[exc.kind] = self._stats.failures_by_kind.get(exc.kind, 0) + 1
-                    if self._breaker is not None:
-                        self._breaker.failure(exc)
-                    raise
-                delay = decision.after if decision.after is not None else backoff_delay(attempt)
-                if decision.after is not None:
-                    self._throttle.hold(decision.after)  # the server's wait applies to every conversation
-                attempt += 1
-                self._stats.retries += 1
-                self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
-                self._events.warning(
-                    "provider.retry",
-                    gate=f"{exc.kind} {self.model_id} {self.spec.base_url}",
-                    model=self.model_id,
-                    role=self.role,
-                    attempt=attempt,
-                    kind=exc.kind,
-                    sleep_s=round(delay, 3),
-                    error=str(exc),
-                )
-                await anyio.sleep(delay)
+
+        async def attempt() -> tuple[ChatReply, float]:
+            async with self._throttle.slot(estimate):
+                self._stats.requests += 1
+                started = time.perf_counter()
+                answer = await self._attempt(request)
+                return answer, time.perf_counter() - started
+
+        reply, latency = await retrying(
+            attempt,
+            max_retries=self.spec.max_retries,
+            on_retry=self._on_retry,
+            on_give_up=self._on_give_up,
+            hold=self._throttle.hold,  # the server's wait applies to every conversation
+        )
         if self._breaker is not None:
             self._breaker.success()
         reply = self._redacted(reply)
@@ -178,6 +156,29 @@ class ModelClient:
         if key is not None and self._cache is not None:
             await self._cache.put(key, reply)
         return reply, latency
+
+    def _on_give_up(self, exc: ProviderError) -> None:
+        if isinstance(exc, QuotaExhausted) and self._throttle.exhausted is None:
+            self._throttle.exhausted = exc
+            self._events.error("provider.quota_exhausted", model=self.model_id, error=str(exc))
+        self._stats.failures += 1
+        self._stats.failures_by_kind[exc.kind] = self._stats.failures_by_kind.get(exc.kind, 0) + 1
+        if self._breaker is not None:
+            self._breaker.failure(exc)
+
+    def _on_retry(self, exc: ProviderError, attempt: int, delay: float) -> None:
+        self._stats.retries += 1
+        self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
+        self._events.warning(
+            "provider.retry",
+            gate=f"{exc.kind} {self.model_id} {self.spec.base_url}",
+            model=self.model_id,
+            role=self.role,
+            attempt=attempt,
+            kind=exc.kind,
+            sleep_s=round(delay, 3),
+            error=str(exc),
+        )
 
     def _redacted(self, reply: ChatReply) -> ChatReply:
         """A reply that echoes a key must not carry it into records, reports or the cache."""

@@ -9,8 +9,8 @@ An item source offers texts by implementing `EmbeddableSource` (the `cases` and 
 what the tutor sees of each case), so the engine needs no knowledge of cases. Texts go to the provider's
 `embed()` in batches, under the endpoint's `Throttle` (the spec's `rpm`, `tpm`, `max_concurrency`), with the
 engine's retry policy (`engine.retry`: transient failures retried up to `max_retries` times, a `Retry-After`
-honoured for every batch) and the per-attempt `timeout_s`. `ModelClient` is not used: its retry loop is written
-for chat requests (response cache, token accounting of replies), and embeddings have neither.
+honoured for every batch) and the per-attempt `timeout_s`, through the same `retrying` loop `ModelClient` uses;
+`ModelClient` itself is not used, as its response cache and token accounting are for chat replies.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .errors import ProviderError, ProviderTimeout, ScenarioError, SimError
 from .items import ITEM_SOURCES
 from .probe import probe_endpoints
 from .providers import PROVIDERS, ChatModel
-from .retry import backoff_delay, classify
+from .retry import retrying
 from .spec import ModelSpec
 from .text import word_count
 from .throttle import Throttle
@@ -52,26 +52,19 @@ class EmbeddableSource(Protocol):
 async def _embed_batch(model: ChatModel, throttle: Throttle, texts: Sequence[str]) -> list[list[float]]:
     spec = model.spec
     estimate = sum(word_count(text) for text in texts) * 4 // 3 + len(texts)
-    attempt = 0
-    while True:
+
+    async def attempt() -> list[list[float]]:
         try:
             async with throttle.slot(estimate):
                 with anyio.fail_after(spec.timeout_s):
                     vectors = await model.embed(texts)
-            if len(vectors) != len(texts):
-                raise ProviderError(spec.model, f"{len(vectors)} vectors for {len(texts)} texts", malformed=True)
-            return vectors
         except TimeoutError:
-            error: ProviderError = ProviderTimeout(spec.model, f"no reply within {spec.timeout_s:g}s")
-        except ProviderError as exc:
-            error = exc
-        decision = classify(error)
-        if not decision.retry or attempt >= spec.max_retries:
-            raise error
-        if decision.after is not None:
-            throttle.hold(decision.after)
-        await anyio.sleep(decision.after if decision.after is not None else backoff_delay(attempt))
-        attempt += 1
+            raise ProviderTimeout(spec.model, f"no reply within {spec.timeout_s:g}s") from None
+        if len(vectors) != len(texts):
+            raise ProviderError(spec.model, f"{len(vectors)} vectors for {len(texts)} texts", malformed=True)
+        return vectors
+
+    return await retrying(attempt, max_retries=spec.max_retries, hold=throttle.hold)
 
 
 async def embed_all(model: ChatModel, texts: Sequence[str], *, batch: int = 64) -> list[list[float]]:

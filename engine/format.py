@@ -10,14 +10,14 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 
-__all__ = ("fit_to_width", "format_pct", "format_rate", "nanmean", "pct_or_none")
+__all__ = ("RateStyle", "fit_to_width", "format_pct", "format_rate", "nanmean", "pct_or_none")
 
 
 def nanmean(values: Sequence[float]) -> float | None:
@@ -34,11 +34,23 @@ def pct_or_none(value: float | None) -> str | None:
     return None if value is None else f"{value:.0%}"
 
 
-def format_rate(row: Mapping[str, Any] | None) -> str:
-    """A rate row (`engine.stats.rate(...).as_dict()`) as "rate [low, high]"."""
-    if row is None or row.get("rate") is None:
+RateStyle = Literal["short", "precise", "compact"]
+
+
+def format_rate(row: Mapping[str, Any] | None, style: RateStyle = "short") -> str:
+    """A rate row (`engine.stats.rate(...).as_dict()`) as text; "–" when nothing was counted.
+
+    `short` is "62% [55%, 68%]"; `precise` adds a decimal and n, "62.0% [55.1%–68.4%] n=120"; `compact` is
+    for narrow heatmap cells, "62 [55–68]". One function, so every report reads a rate the same way.
+    """
+    if not row or row.get("rate") is None:
         return "–"
-    return f"{row['rate']:.0%} [{row['low']:.0%}, {row['high']:.0%}]"
+    rate, low, high = row["rate"], row["low"], row["high"]
+    if style == "precise":
+        return f"{rate:.1%} [{low:.1%}–{high:.1%}] n={row['n']}"
+    if style == "compact":
+        return f"{rate * 100:.0f} [{low * 100:.0f}–{high * 100:.0f}]"
+    return f"{rate:.0%} [{low:.0%}, {high:.0%}]"
 
 
 def fit_to_width(renderable: RenderableType, width: int) -> RenderableType:

@@ -1,11 +1,11 @@
 """The smallest HTTP/1.1 server layer simrun needs for loopback servers; keep-alive, Content-Length bodies, no
 chunked uploads.
 
-Why it exists: `simrun serve` (engine/serve.py) and the scripted OpenAI fake of the tests
-(tests/fakes/openai_server.py) both speak HTTP/1.1 over real sockets, so clients meet real keep-alive reuse,
-timeouts and dropped connections. They share this one copy of the framing — reading and validating a request,
+Why it exists: `simrun serve` (engine/serve.py), `simrun view` (engine/view.py) and the scripted OpenAI fake of
+the tests (tests/fakes/openai_server.py) all speak HTTP/1.1 over real sockets, so clients meet real keep-alive
+reuse, timeouts and dropped connections. They share this one copy of the framing — reading and validating a request,
 encoding a response head, closing without losing the last response — so a fix to request parsing (a smuggling
-guard, a limit) reaches both. It uses anyio alone and is deliberately small: request bodies must be framed by
+guard, a limit) reaches all three. It uses anyio alone and is deliberately small: request bodies must be framed by
 Content-Length (`Transfer-Encoding` is refused), heads and bodies are size-limited, and anything malformed raises
 `HttpError`, which a server answers with its status and then closes the connection. A request must arrive
 within `HEADER_TIMEOUT_S` of its first byte, a connection idle for `IDLE_TIMEOUT_S` is closed, and connections

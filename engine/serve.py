@@ -39,11 +39,9 @@ a sequential test sees the same fault sequence on every run.
 
 from __future__ import annotations
 
-import base64
 import math
 import random
 import re
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -72,6 +70,18 @@ from .providers.base import ChatReply, ChatRequest, Message, RequestContext
 from .providers.sim import SimChatModel
 from .providers.sim_embed import SimEmbedParams, embed_texts
 from .providers.sim_tasks import task_for_request
+from .providers.wire import (
+    SSE_DONE,
+    chunk_body,
+    completion_body,
+    embeddings_response,
+    error_body,
+    model_object,
+    models_body,
+    sse,
+    usage_body,
+    usage_chunk,
+)
 from .spec import ModelSpec
 
 __all__ = ("LoopbackServer", "ServeOptions", "ServerStats", "serve_command")
@@ -240,11 +250,6 @@ Outcome = Literal["keep", "close", "abort"]
 """After a response: keep the connection, close it gracefully, or abort it (a drop: no linger)."""
 
 
-def _error_body(message: str, error_type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
-    """The body shape the OpenAI SDK unpacks into `APIStatusError.body`, `.code`, `.type` and `.param`."""
-    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
-
-
 def _text(content: object) -> str:
     """A message's content as text: a string, or the text parts of a content list."""
     if isinstance(content, str):
@@ -336,11 +341,6 @@ def _chunk_tokens(text: str) -> float:
     """Tokens in a chunk by the sim's estimate (4 per 3 words), unrounded: rounding each chunk up would pace
     a one-word-per-chunk stream at 2 tokens per word while `usage` counts 4/3, slower than `tokens_per_s`."""
     return len(text.split()) * 4 / 3
-
-
-def _sse(payload: dict[str, Any] | bytes) -> bytes:
-    data = payload if isinstance(payload, bytes) else orjson.dumps(payload)
-    return b"data: " + data + b"\n\n"
 
 
 def _truncated(data: bytes) -> bytes:
@@ -445,7 +445,7 @@ class LoopbackServer(LoopbackListener):
                 request = await conn.read_request()
             except HttpError as err:
                 self._stats.http_requests += 1
-                await self._send_json(conn, err.status, _error_body(err.message, "invalid_request_error", None), False)
+                await self._send_json(conn, err.status, error_body(err.message, "invalid_request_error", None), False)
                 await linger_close(conn.stream)
                 return
             if request is None:
@@ -516,11 +516,10 @@ class LoopbackServer(LoopbackListener):
         if path == "/v1/models":
             if method != "GET":
                 return await self._refuse(conn, keep, 405, "Use GET to list models.")
-            models = [_model_object(name) for name in MODEL_NAMES.values()]
-            await self._send_json(conn, 200, {"object": "list", "data": models}, keep)
+            await self._send_json(conn, 200, models_body(list(MODEL_NAMES.values())), keep)
             return "keep"
         if path.startswith("/v1/models/") and method == "GET":
-            await self._send_json(conn, 200, _model_object(path.removeprefix("/v1/models/")), keep)
+            await self._send_json(conn, 200, model_object(path.removeprefix("/v1/models/")), keep)
             return "keep"
         message = f"Unknown request URL: {method} {request.path}. Please check the URL."
         return await self._refuse(conn, keep, 404, message, code="unknown_url")
@@ -535,7 +534,7 @@ class LoopbackServer(LoopbackListener):
         code: str | None = None,
         param: str | None = None,
     ) -> Outcome:
-        await self._send_json(conn, status, _error_body(message, "invalid_request_error", code, param), keep)
+        await self._send_json(conn, status, error_body(message, "invalid_request_error", code, param), keep)
         return "keep"
 
     async def _embeddings(self, conn: Connection, request: Request) -> Outcome:
@@ -563,17 +562,10 @@ class LoopbackServer(LoopbackListener):
         if draws.fault in ("quota", "429", "500", "503"):
             await self._send_fault(conn, draws.fault, keep)
             return "keep"
-        data: list[dict[str, Any]] = []
-        for index, vector in enumerate(embed_texts(texts, dimensions)):
-            embedding: Any = vector  # base64: little-endian float32, as the real API sends it
-            if encoding == "base64":
-                embedding = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-            data.append({"object": "embedding", "index": index, "embedding": embedding})
         tokens = sum(len(_WORDS.findall(text)) * 4 // 3 for text in texts)
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        await self._send_json(
-            conn, 200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage}, keep
-        )
+        vectors = embed_texts(texts, dimensions)
+        payload = embeddings_response(vectors, body.get("model"), tokens, as_base64=encoding == "base64")
+        await self._send_json(conn, 200, payload, keep)
         return "keep"
 
     # -- chat completions ------------------------------------------------------------------------------------------
@@ -609,14 +601,14 @@ class LoopbackServer(LoopbackListener):
             reply = await model.complete(_sim_request(chat, model.spec.params))
         except Exception as exc:  # a sim bug must not take the server down
             self.errors.append(exc)
-            body = _error_body(f"The simulator failed: {type(exc).__name__}.", "server_error", None)
+            body = error_body(f"The simulator failed: {type(exc).__name__}.", "server_error", None)
             await self._send_json(conn, 500, body, keep)
             return "keep"
         limited = self._admit(reply)
         if limited is not None:
             wait_s, message, kind = limited
             self._stats.rate_limited += 1
-            body = _error_body(message, kind, "rate_limit_exceeded")
+            body = error_body(message, kind, "rate_limit_exceeded")
             await self._send_json(conn, 429, body, keep, _retry_after(wait_s))
             return "keep"
         draws = self._draw()
@@ -689,29 +681,29 @@ class LoopbackServer(LoopbackListener):
         if fault == "quota":
             stats.quota_exhausted += 1
             message = "You exceeded your current quota, please check your plan and billing details. (simrun serve)"
-            await self._send_json(conn, 429, _error_body(message, "insufficient_quota", "insufficient_quota"), keep)
+            await self._send_json(conn, 429, error_body(message, "insufficient_quota", "insufficient_quota"), keep)
         elif fault == "429":
             stats.injected_429 += 1
             message = (
                 f"Rate limit reached (injected by simrun serve). Please try again in {self.options.retry_after_s:g}s."
             )
-            body = _error_body(message, "requests", "rate_limit_exceeded")
+            body = error_body(message, "requests", "rate_limit_exceeded")
             await self._send_json(conn, 429, body, keep, _retry_after(self.options.retry_after_s))
         elif fault == "500":
             stats.server_errors += 1
-            body = _error_body(
+            body = error_body(
                 "The server had an error while processing your request. (simrun serve)", "server_error", None
             )
             await self._send_json(conn, 500, body, keep)
         else:
             stats.server_errors += 1
-            body = _error_body("The server is overloaded or not ready yet. (simrun serve)", "server_error", None)
+            body = error_body("The server is overloaded or not ready yet. (simrun serve)", "server_error", None)
             await self._send_json(conn, 503, body, keep, _retry_after(self.options.retry_after_s))
 
     async def _complete(self, conn: Connection, chat: _Chat, reply: ChatReply, draws: _Draws, keep: bool) -> Outcome:
         """A non-streaming answer, possibly dropped inside its headers, malformed or dripped."""
         stats = self._stats
-        body = orjson.dumps(_completion(chat, reply, self._next_id()))
+        body = orjson.dumps(completion_body(self._next_id(), chat.model, reply.text, _usage(reply)))
         if draws.fault == "malformed":
             stats.malformed += 1
             body = _truncated(body)
@@ -751,17 +743,7 @@ class LoopbackServer(LoopbackListener):
         ident, created = self._next_id(), int(time.time())
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            payload: dict[str, Any] = {
-                "id": ident,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": chat.model,
-                "system_fingerprint": None,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-            }
-            if chat.include_usage:
-                payload["usage"] = None
-            return payload
+            return chunk_body(ident, created, chat.model, delta, finish, with_usage=chat.include_usage)
 
         texts = _chunk_texts(reply.text, options.chunk_words)
         content = [orjson.dumps(chunk({"content": text})) for text in texts]
@@ -770,20 +752,18 @@ class LoopbackServer(LoopbackListener):
         if draws.fault == "malformed" and content:
             index = min(int(draws.cut * len(content)), len(content) - 1)
             content[index] = _truncated(content[index])
-        role = _sse(chunk({"role": "assistant", "content": ""}))
-        tail = _sse(chunk({}, "stop"))
+        role = sse(chunk({"role": "assistant", "content": ""}))
+        tail = sse(chunk({}, "stop"))
         if chat.include_usage:
-            usage = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": chat.model}
-            usage |= {"system_fingerprint": None, "choices": [], "usage": _usage(reply)}
-            tail += _sse(usage)
-        tail += b"data: [DONE]\n\n"
+            tail += sse(usage_chunk(ident, created, chat.model, _usage(reply)))
+        tail += SSE_DONE
         if draws.fault == "malformed" and not content:
-            tail = _sse(_truncated(orjson.dumps(chunk({}, "stop")))) + b"data: [DONE]\n\n"
+            tail = sse(_truncated(orjson.dumps(chunk({}, "stop")))) + SSE_DONE
         drip = options.slow_drip_s if draws.drip else 0.0
-        sends: list[tuple[float, bytes]] = [(options.ttft_s, role + (_sse(content[0]) if content else b""))]
+        sends: list[tuple[float, bytes]] = [(options.ttft_s, role + (sse(content[0]) if content else b""))]
         for text, data in zip(texts[1:], content[1:], strict=True):
             pace = _chunk_tokens(text) / options.tokens_per_s if options.tokens_per_s else 0.0
-            sends.append((pace + drip, _sse(data)))
+            sends.append((pace + drip, sse(data)))
         sends.append((drip, tail))
         length = sum(len(data) for _, data in sends)
         headers = {
@@ -826,31 +806,7 @@ def _retry_after(seconds: float) -> dict[str, str]:
 
 
 def _usage(reply: ChatReply) -> dict[str, int]:
-    prompt, completion = reply.usage.prompt_tokens, reply.usage.completion_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _completion(chat: _Chat, reply: ChatReply, ident: str) -> dict[str, Any]:
-    return {
-        "id": ident,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": chat.model,
-        "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": _usage(reply),
-    }
-
-
-def _model_object(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "simrun"}
+    return usage_body(reply.usage.prompt_tokens, reply.usage.completion_tokens)
 
 
 # -- command line ----------------------------------------------------------------------------------------------------

@@ -11,16 +11,19 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.from_thread
+import anyio.to_thread
 import click
 import orjson
 
 from .errors import ScenarioError
+from .http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 from .modes import mode_of
 from .plugins import SUMMARIZERS
 from .records import EpisodeRecord
@@ -32,12 +35,15 @@ from .runs import RUN_DIR
 __all__ = ("ReportServer", "serve_report", "view_command")
 
 _EPISODE = re.compile(r"^/episodes/(\d+)\.html$")
+_TEXT = "text/plain; charset=utf-8"
+_HTML = "text/html; charset=utf-8"
 
 
-class ReportServer(ThreadingHTTPServer):
-    """A loopback HTTP server for one run directory."""
+class ReportServer(LoopbackListener):
+    """A loopback HTTP server for one run directory, on the same HTTP/1.1 layer as `simrun serve`.
 
-    daemon_threads = True
+    Constructing it reads the run (and rebuilds a missing report); the port is bound on `async with`.
+    """
 
     def __init__(self, run_dir: Path, port: int = 0) -> None:
         self.run = RunDir(run_dir)
@@ -60,11 +66,40 @@ class ReportServer(ThreadingHTTPServer):
         # Only the current record of each planned episode is served; superseded lines are not.
         self._lines = set() if mode is not None else set(self.run.current_records(manifest=self.manifest).lines)
         self._lock = threading.Lock()
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__(port=port)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/"
+        return f"http://127.0.0.1:{self.port}/"
+
+    async def converse(self, conn: Connection) -> None:
+        while True:
+            try:
+                request = await conn.read_request()
+            except HttpError as err:
+                await conn.send(_response(err.status, f"{err.message}\n".encode(), _TEXT, keep_alive=False))
+                await linger_close(conn.stream)
+                return
+            if request is None:
+                return
+            status, body, content_type = await self._answer(request)
+            await conn.send(_response(status, body, content_type, keep_alive=request.keep_alive))
+            if not request.keep_alive:
+                await linger_close(conn.stream)
+                return
+
+    async def _answer(self, request: Request) -> tuple[int, bytes, str]:
+        if request.method != "GET":
+            return HTTPStatus.NOT_IMPLEMENTED, b"unsupported method\n", _TEXT
+        if request.headers.get("host", "").lower() not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
+            return HTTPStatus.MISDIRECTED_REQUEST, b"this server answers only http://127.0.0.1:PORT/\n", _TEXT
+        if request.path in ("/", "/report.html"):
+            return HTTPStatus.OK, await anyio.to_thread.run_sync((self.run.path / REPORT_HTML).read_bytes), _HTML
+        match = _EPISODE.match(request.path)
+        page = await anyio.to_thread.run_sync(self.episode_page, int(match.group(1))) if match else None
+        if page is None:
+            return HTTPStatus.NOT_FOUND, b"not found\n", _TEXT
+        return HTTPStatus.OK, page.encode("utf-8"), _HTML
 
     def episode_page(self, line: int) -> str | None:
         """The episode on line `line` (1-based) of episodes.jsonl as a page, or None when there is none."""
@@ -83,55 +118,26 @@ class ReportServer(ThreadingHTTPServer):
         return None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ReportServer
-
-    def do_GET(self) -> None:
-        port = self.server.server_address[1]
-        if self.headers.get("Host", "").lower() not in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            self._send(
-                b"this server answers only http://127.0.0.1:PORT/\n",
-                status=HTTPStatus.MISDIRECTED_REQUEST,
-                content_type="text/plain; charset=utf-8",
-            )
-            return
-        path = self.path.split("?", 1)[0].split("#", 1)[0]
-        if path in ("/", "/report.html"):
-            self._send((self.server.run.path / REPORT_HTML).read_bytes())
-            return
-        match = _EPISODE.match(path)
-        page = self.server.episode_page(int(match.group(1))) if match else None
-        if page is None:
-            self._send(b"not found\n", status=HTTPStatus.NOT_FOUND, content_type="text/plain; charset=utf-8")
-            return
-        self._send(page.encode("utf-8"))
-
-    def _send(
-        self, body: bytes, *, status: HTTPStatus = HTTPStatus.OK, content_type: str = "text/html; charset=utf-8"
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the address is printed once; request lines would bury it."""
+def _response(status: int, body: bytes, content_type: str, *, keep_alive: bool) -> bytes:
+    headers = {"content-type": content_type, "content-length": str(len(body)), "cache-control": "no-store"}
+    return encode_head(status, headers, keep_alive) + body
 
 
 @contextmanager
 def serve_report(run_dir: Path, port: int = 0) -> Iterator[ReportServer]:
-    """Serve in a background thread for the duration of the block (tests, and tools embedding simrun)."""
+    """Serve from a background event loop for the duration of the block (tests, and tools embedding simrun)."""
     server = ReportServer(run_dir, port)
-    thread = threading.Thread(target=server.serve_forever, name="simrun-view", daemon=True)
-    thread.start()
-    try:
+    with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+
+
+async def _serve_forever(server: ReportServer, run_dir: Path) -> None:
+    try:
+        async with server:
+            click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
+            await anyio.sleep_forever()
+    except OSError as exc:  # only binding can raise it: connections contain their own failures
+        raise ScenarioError(f"cannot listen on 127.0.0.1:{server.port}: {exc.strerror or exc}; try --port 0") from None
 
 
 @click.command(name="view")
@@ -139,17 +145,9 @@ def serve_report(run_dir: Path, port: int = 0) -> Iterator[ReportServer]:
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0 picks a free port.")
 def view_command(run_dir: Path, port: int) -> int:
     """Serve RUN_DIR's report.html on 127.0.0.1 and print the address (Ctrl-C stops)."""
-    try:
-        server = ReportServer(run_dir, port)
-    except OSError as exc:
-        raise ScenarioError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; try --port 0") from None
+    server = ReportServer(run_dir, port)
     for warning in (server.summary.get("run") or {}).get("warnings") or []:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    with suppress(KeyboardInterrupt):
+        anyio.run(_serve_forever, server, run_dir, backend="asyncio")
     return 0

@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from markupsafe import Markup
@@ -22,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine.format import format_rate as rate_text
 from engine.stats import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from personas import taxonomy
 
@@ -38,17 +40,9 @@ HIGH_HARM = 0.6
 RESAMPLES = 10_000
 
 
-def format_rate(cell: Mapping[str, Any] | None) -> str:
-    """`62.0% [55.1%–68.4%] n=120`, or `–` when nothing was counted."""
-    if not cell or cell.get("rate") is None:
-        return "–"
-    return f"{cell['rate']:.1%} [{cell['low']:.1%}–{cell['high']:.1%}] n={cell['n']}"
-
-
-def _compact(cell: Mapping[str, Any] | None) -> str:
-    if not cell or cell.get("rate") is None:
-        return "–"
-    return f"{cell['rate'] * 100:.0f} [{cell['low'] * 100:.0f}–{cell['high'] * 100:.0f}]"
+format_rate = partial(rate_text, style="precise")
+"""`62.0% [55.1%–68.4%] n=120`, or `–` when nothing was counted."""
+_compact = partial(rate_text, style="compact")
 
 
 def _points(value: float | None, low: float | None = None, high: float | None = None) -> str:

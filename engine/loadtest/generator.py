@@ -22,10 +22,11 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from ..errors import ProviderError
 from ..items import Item
 from ..providers.base import ChatRequest, RequestContext
 from ..providers.sim import SimChatModel
-from ..retry import backoff_delay
+from ..retry import classify, retry_delay
 from ..spec import ModelSpec
 from .arrivals import arrival_offsets, think_times
 from .config import LoadConfig
@@ -36,7 +37,6 @@ from .transport import LoadTransport, Messages
 __all__ = ("Generator", "Health")
 
 MONITOR_TICK_S = 0.01
-_FINAL_ERRORS = frozenset({"http_4xx"})
 _OPENINGS = (
     "Hi, I'm stuck on this one: {question}",
     "Can you help me with this problem? {question}",
@@ -192,16 +192,19 @@ class Generator:
                 warmup=(scheduled if scheduled is not None else self.now()) < config.warmup_s,
             )  # fmt: skip
             if self._limiter is None:
-                reply = await self._send(messages, record)
+                outcome = await self._send(messages, record)
             else:
                 async with self._limiter:
-                    reply = await self._send(messages, record)
-            if record.ok or attempt == config.retries or record.error in _FINAL_ERRORS:
-                return reply
-            await anyio.sleep(record.retry_after if record.retry_after is not None else backoff_delay(attempt))
+                    outcome = await self._send(messages, record)
+            if not isinstance(outcome, ProviderError):
+                return outcome
+            decision = classify(outcome)  # the engine's retry policy; each attempt stays a row of its own
+            if not decision.retry or attempt == config.retries:
+                return None
+            await anyio.sleep(retry_delay(decision, attempt))
         return None
 
-    async def _send(self, messages: Messages, record: RequestRecord) -> str | None:
+    async def _send(self, messages: Messages, record: RequestRecord) -> str | ProviderError:
         self.records.append(record)
         live = self.live
         live.sent += 1

@@ -14,11 +14,11 @@ from typing import Any, Protocol
 import aiohttp
 import httpx2
 import openai
-import orjson
 
 from ..errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
-from ..providers.lean import LeanSession, error_for_status, read_completion
+from ..providers.lean import LeanSession
 from ..providers.openai import translated_errors
+from ..providers.wire import STREAM_END, chat_body, error_for_status, read_completion, read_stream_event, stream_fields
 from .config import LoadConfig
 from .records import RequestRecord
 
@@ -29,9 +29,12 @@ Messages = list[dict[str, str]]
 
 
 class LoadTransport(Protocol):
-    """Sends `messages`, fills `record` as the response arrives, and returns the reply text (None on error)."""
+    """Sends `messages`, fills `record` as the response arrives, and returns the reply text or the failure.
 
-    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None: ...
+    The failure is returned, not raised: it is an outcome to record, which the caller may classify for a retry.
+    """
+
+    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | ProviderError: ...
 
     async def aclose(self) -> None: ...
 
@@ -49,15 +52,14 @@ def error_type(exc: ProviderError) -> str:
     return "http_5xx" if exc.status >= 500 else "http_4xx"
 
 
-def _fail(record: RequestRecord, exc: ProviderError, now: Clock) -> None:
+def _fail(record: RequestRecord, exc: ProviderError, now: Clock) -> ProviderError:
     record.end = now()
     record.error, record.status, record.retry_after = error_type(exc), exc.status, exc.retry_after
+    return exc
 
 
 def _request_fields(config: LoadConfig) -> dict[str, Any]:
-    fields: dict[str, Any] = {"model": config.model, "stream": config.stream}
-    if config.stream:
-        fields["stream_options"] = {"include_usage": True}
+    fields = stream_fields(config.stream)
     if config.max_tokens is not None:
         fields["max_tokens"] = config.max_tokens
     return fields
@@ -72,8 +74,8 @@ class LeanLoad:
         self._fields = _request_fields(config)
         self._model = config.model
 
-    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None:
-        body = orjson.dumps({**self._fields, "messages": messages})
+    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | ProviderError:
+        body = chat_body(self._model, messages, self._fields)
         record.dispatched = now()
         try:
             async with self.http.session.post(self.http.url, data=body, headers=self.http.headers) as response:
@@ -88,33 +90,29 @@ class LeanLoad:
                     return text
                 return await self._read_stream(response.content, record, now)
         except ProviderError as exc:
-            _fail(record, exc, now)
+            return _fail(record, exc, now)
         except TimeoutError:
-            _fail(record, ProviderTimeout(self._model, "timed out"), now)
+            return _fail(record, ProviderTimeout(self._model, "timed out"), now)
         except (aiohttp.ClientError, ValueError) as exc:
             status = record.status
-            _fail(record, ProviderError(self._model, type(exc).__name__), now)
+            failure = _fail(record, ProviderError(self._model, type(exc).__name__), now)
             record.status = status
             if status == 200 and self._fields["stream"]:
                 record.error = "stream_truncated"  # the stream began, then the connection went
-        return None
+            return failure
 
-    async def _read_stream(self, content: aiohttp.StreamReader, record: RequestRecord, now: Clock) -> str | None:
+    async def _read_stream(
+        self, content: aiohttp.StreamReader, record: RequestRecord, now: Clock
+    ) -> str | ProviderError:
         parts: list[str] = []
         async for line in content:
             if not line.startswith(b"data:"):
                 continue
             payload = line[5:].strip()
-            if payload == b"[DONE]":
+            if payload == STREAM_END:
                 record.end, record.ok = now(), True
                 return "".join(parts)
-            try:
-                event = orjson.loads(payload)
-                choices, usage = event.get("choices"), event.get("usage")
-                delta = (choices[0].get("delta") or {}) if choices else {}
-                text = delta.get("content")
-            except (orjson.JSONDecodeError, AttributeError, IndexError, TypeError) as exc:
-                raise ProviderError(self._model, f"bad stream event ({type(exc).__name__})", malformed=True) from None
+            text, usage = read_stream_event(self._model, payload)
             if text:
                 stamp = now()
                 if record.first_token is None:
@@ -122,11 +120,10 @@ class LeanLoad:
                 record.last_token = stamp
                 record.chunks += 1
                 parts.append(text)
-            if usage:
-                record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                record.completion_tokens = int(usage.get("completion_tokens") or 0)
+            if usage is not None:
+                record.prompt_tokens, record.completion_tokens = usage.prompt_tokens, usage.completion_tokens
         record.end, record.error = now(), "stream_truncated"
-        return None
+        return ProviderError(self._model, "the stream ended before [DONE]")
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -147,20 +144,20 @@ class SdkLoad:
         self._fields = _request_fields(config)
         self._model = config.model
 
-    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | None:
+    async def send(self, messages: Messages, record: RequestRecord, now: Clock, /) -> str | ProviderError:
         record.dispatched = now()
         create: Any = self._client.chat.completions.create
         try:
             with translated_errors(self._model):
                 if not self._fields["stream"]:
-                    completion = await create(messages=messages, **self._fields)
+                    completion = await create(model=self._model, messages=messages, **self._fields)
                     record.end = now()
                     usage = completion.usage
                     record.prompt_tokens = usage.prompt_tokens if usage else 0
                     record.completion_tokens = usage.completion_tokens if usage else 0
                     record.ok = True
                     return str(completion.choices[0].message.content or "")
-                stream = await create(messages=messages, **self._fields)
+                stream = await create(model=self._model, messages=messages, **self._fields)
                 record.headers, record.status = now(), 200
                 parts: list[str] = []
                 async for chunk in stream:
@@ -181,7 +178,7 @@ class SdkLoad:
             _fail(record, exc, now)
             if began and exc.status is None and not exc.malformed and not isinstance(exc, ProviderTimeout):
                 record.status, record.error = 200, "stream_truncated"  # as the lean transport names it
-        return None
+            return exc
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -9,7 +9,6 @@ retry layer treats both alike. Select it per endpoint with `transport: lean`; lo
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,17 +16,15 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ..errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from ..errors import ProviderError, ProviderTimeout
 from ..logging import redact_url
-from ..records import Usage
-from ..retry import parse_retry_after
 from ..spec import ModelSpec
 from .base import ChatReply, ChatRequest
+from .wire import chat_body, embeddings_body, error_for_status, read_completion, read_embeddings_body
 
-__all__ = ("LeanChat", "LeanSession", "chat_body", "error_for_status", "read_completion", "read_embeddings")
+__all__ = ("LeanChat", "LeanSession")
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
 
 class LeanSession:
@@ -58,73 +55,6 @@ class LeanSession:
             self._session = None
 
 
-def chat_body(model: str, messages: Any, params: Mapping[str, Any], **extra: Any) -> bytes:
-    """The request body; `params` are the validated `OpenAIParams`, whose `extra_body` is merged in as is."""
-    body: dict[str, Any] = {"model": model, "messages": messages}
-    for key, value in params.items():
-        if key == "extra_body" and isinstance(value, Mapping):
-            body.update(value)
-        elif value is not None:
-            body[key] = value
-    body.update(extra)
-    return orjson.dumps(body)
-
-
-def error_for_status(
-    model: str, status: int, headers: Mapping[str, str], raw: bytes, *, endpoint: str | None = None
-) -> ProviderError:
-    """The same classification the SDK path makes from an error response."""
-    code, message = None, raw[:200].decode("utf-8", "replace")
-    try:
-        error = orjson.loads(raw).get("error") or {}
-        code, message = error.get("code"), str(error.get("message", message))
-    except (orjson.JSONDecodeError, AttributeError):
-        pass
-    text = f"HTTP {status}: {message}"
-    if code in _QUOTA_CODES:
-        return QuotaExhausted(model, text, status=status, endpoint=endpoint)
-    retry_after = parse_retry_after(headers)
-    if status == 429:
-        return RateLimited(model, text, status=429, retry_after=retry_after, endpoint=endpoint)
-    return ProviderError(model, text, status=status, retry_after=retry_after, endpoint=endpoint)
-
-
-def read_completion(model: str, raw: bytes) -> tuple[str, Usage]:
-    """Text and usage of a chat completion body, read defensively: any other shape is a malformed response."""
-    try:
-        data = orjson.loads(raw)
-        content = data["choices"][0]["message"].get("content")
-        usage = data.get("usage") or {}
-        prompt, generated = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    except (orjson.JSONDecodeError, AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
-        raise ProviderError(model, f"malformed response ({type(exc).__name__})", malformed=True) from None
-    if not isinstance(content, str | None):
-        raise ProviderError(model, "malformed response (content is not text)", malformed=True)
-    return content or "", Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated))
-
-
-def read_embeddings(model: str, data: Any, count: int) -> list[list[float]]:
-    """The vectors of an embeddings body's `data` (a list of `{index, embedding}`), in input order.
-
-    Read defensively, as completions are: a wrong count, a missing index, ragged or non-finite vectors, or base64
-    strings (simrun always asks for floats) are a malformed response.
-    """
-    try:
-        rows = sorted(((int(row["index"]), row["embedding"]) for row in data), key=lambda row: row[0])
-        if not all(isinstance(embedding, list) for _, embedding in rows):
-            raise TypeError("an embedding is not a list of numbers")
-        vectors = [[float(x) for x in embedding] for _, embedding in rows]
-    except (AttributeError, TypeError, KeyError, ValueError) as exc:
-        raise ProviderError(model, f"malformed embeddings ({type(exc).__name__})", malformed=True) from None
-    if [index for index, _ in rows] != list(range(count)):
-        raise ProviderError(model, f"malformed embeddings (expected {count} vectors)", malformed=True)
-    if vectors and (
-        len({len(v) for v in vectors}) != 1 or not vectors[0] or not all(math.isfinite(x) for v in vectors for x in v)
-    ):
-        raise ProviderError(model, "malformed embeddings (empty, ragged or non-finite vectors)", malformed=True)
-    return vectors
-
-
 class LeanChat:
     """`complete()` for the `openai` provider over the lean transport."""
 
@@ -146,13 +76,8 @@ class LeanChat:
         return ChatReply(text=text, usage=usage, model=self.spec.model)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        body = orjson.dumps({"model": self.spec.name, "input": list(texts), "encoding_format": "float"})
-        raw = await self._post(self.http.embeddings_url, body)
-        try:
-            data = orjson.loads(raw)["data"]
-        except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
-            raise ProviderError(self.spec.model, f"malformed response ({type(exc).__name__})", malformed=True) from None
-        return read_embeddings(self.spec.model, data, len(texts))
+        raw = await self._post(self.http.embeddings_url, embeddings_body(self.spec.name, list(texts)))
+        return read_embeddings_body(self.spec.model, raw, len(texts))
 
     async def list_models(self) -> list[str]:
         raw = await self._send("GET", self.http.base_url.rstrip("/") + "/models")

@@ -1,6 +1,7 @@
 """The `openai` provider: any OpenAI-compatible chat (and embeddings) endpoint through the official SDK (httpx2).
 
-This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree.
+This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree, status errors
+through the wire module's one table.
 """
 
 from __future__ import annotations
@@ -14,18 +15,17 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from ..errors import MissingCredentials, ProviderError, ProviderTimeout
 from ..logging import redact_url
 from ..records import Usage
-from ..retry import parse_retry_after
 from ..spec import ModelSpec
 from .base import ChatModel, ChatReply, ChatRequest
-from .lean import LeanChat, read_embeddings
+from .lean import LeanChat
+from .wire import provider_error, read_embeddings
 
 __all__ = ("OpenAIChatModel", "translated_errors")
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
 
 def _key_variable(spec: ModelSpec) -> str:
@@ -72,6 +72,8 @@ class OpenAIChatModel(ChatModel):
         """`transport` replaces the network, for tests that feed the client arbitrary server bodies."""
         super().__init__(spec)
         self._lean = LeanChat(spec) if spec.transport == "lean" else None
+        if self._lean is not None:
+            return  # the lean transport is the only HTTP client: no SDK client is built beside it
         self._http = httpx2.AsyncClient(
             timeout=httpx2.Timeout(spec.timeout_s),
             limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
@@ -167,6 +169,7 @@ class OpenAIChatModel(ChatModel):
     async def aclose(self) -> None:
         if self._lean is not None:
             await self._lean.aclose()
+            return
         await self._client.close()
         await self._http.aclose()
 
@@ -183,13 +186,8 @@ def translated_errors(model: str, endpoint: str | None = None) -> Iterator[None]
         cause = type(exc.__cause__ or exc).__name__
         raise ProviderError(model, f"connection failed ({cause})", endpoint=where) from exc
     except openai.APIStatusError as exc:
-        retry_after = parse_retry_after(exc.response.headers)
-        message = f"HTTP {exc.status_code}: {exc.message}"
-        if exc.code in _QUOTA_CODES:
-            raise QuotaExhausted(model, message, status=exc.status_code, endpoint=where) from exc
-        if exc.status_code == 429:
-            raise RateLimited(model, message, status=429, retry_after=retry_after, endpoint=where) from exc
-        raise ProviderError(model, message, status=exc.status_code, retry_after=retry_after, endpoint=where) from exc
+        headers = exc.response.headers
+        raise provider_error(model, exc.status_code, exc.code, exc.message, headers, endpoint=where) from exc
     except openai.APIResponseValidationError as exc:
         raise ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where) from exc
     except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import engine.client
+import engine.retry
 from engine import EpisodeRecord, Runner, ScenarioError
 from engine.cache import CacheError, ResponseCache, cache_group, cache_key, default_cache_path, resolve_cache_path
 from engine.client import CallStats, ModelClient
@@ -248,7 +249,7 @@ def _client(cache: ResponseCache, model: ChatModel, stats: CallStats, throttle: 
 
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.client, "backoff_delay", lambda attempt, **_: 0.0)
+    monkeypatch.setattr(engine.retry, "backoff_delay", lambda attempt, **_: 0.0)
 
 
 async def test_a_hit_skips_the_model_and_the_throttle(tmp_path: Path) -> None:

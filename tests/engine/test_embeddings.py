@@ -21,14 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import engine.embed
+import engine.retry
 from engine.cli import main
 from engine.embed import embed_all
 from engine.errors import ProviderError, QuotaExhausted, RateLimited, ScenarioError
 from engine.providers.base import ChatModel, ChatReply, ChatRequest
-from engine.providers.lean import read_embeddings
 from engine.providers.openai import OpenAIChatModel
 from engine.providers.sim import SimChatModel
 from engine.providers.sim_embed import embed_texts
+from engine.providers.wire import read_embeddings
 from engine.records import Usage
 from engine.serve import LoopbackServer, ServeOptions
 from engine.spec import ModelSpec
@@ -46,7 +47,7 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.embed, "backoff_delay", lambda attempt, **_: 0.0)
+    monkeypatch.setattr(engine.retry, "backoff_delay", lambda attempt, **_: 0.0)
 
 
 @asynccontextmanager

@@ -21,7 +21,7 @@ KEY_ENV = "SIMRUN_FAULT_TEST_KEY"
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the retry schedule's shape but not its seconds; Retry-After from the server is still honoured."""
-    monkeypatch.setattr("engine.client.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
+    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
     monkeypatch.setenv(KEY_ENV, "sk-fault-test-not-a-real-key")
 
 

@@ -33,7 +33,7 @@ PRICES = {
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.client.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
+    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
     monkeypatch.setenv(KEY_ENV, "sk-live-test-not-a-real-key")
 
 
@@ -308,13 +308,10 @@ def test_view_serves_only_the_current_record_of_an_episode(tmp_path: Path) -> No
     first = next(RunDir(run_dir).iter_records())
     _append(run_dir, first.model_copy(update={"metrics": {"planted": 1}}))
     engine.write_report(run_dir)
-    server = ReportServer(run_dir, 0)
-    try:
-        assert server.episode_page(1) is None, "superseded by line 3"
-        page = server.episode_page(3)
-        assert page is not None and "planted" in page
-    finally:
-        server.server_close()
+    server = ReportServer(run_dir, 0)  # binds nothing until entered
+    assert server.episode_page(1) is None, "superseded by line 3"
+    page = server.episode_page(3)
+    assert page is not None and "planted" in page
 
 
 async def test_max_errors_is_a_bound_with_episodes_in_flight(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 import structlog
 
 import engine.client
+import engine.retry
 from engine.client import CallStats, ModelClient
 from engine.errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
 from engine.providers.base import ChatRequest, Message, RequestContext
@@ -69,7 +70,7 @@ async def _open_client(spec: ModelSpec, stats: CallStats) -> AsyncIterator[Model
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without a Retry-After happen at once instead of after up to 0.5 * 2**attempt seconds."""
-    monkeypatch.setattr(engine.client, "backoff_delay", lambda attempt, **_: 0.0)
+    monkeypatch.setattr(engine.retry, "backoff_delay", lambda attempt, **_: 0.0)
 
 
 # -- success -------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import engine.client
+import engine.retry
 from engine.client import CallStats, ModelClient
 from engine.errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
 from engine.items import Item
@@ -180,7 +181,7 @@ def backoff_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(attempt)
         return 0.0
 
-    monkeypatch.setattr(engine.client, "backoff_delay", no_wait)
+    monkeypatch.setattr(engine.retry, "backoff_delay", no_wait)
     return calls
 
 

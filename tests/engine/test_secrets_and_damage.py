@@ -49,7 +49,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     """The key comes back in replies (exact and URL-encoded) and in error bodies; a password and a token sit in
     base URLs. Neither the run directory, the cache, nor the console holds any of them afterwards."""
     monkeypatch.setenv("SIMRUN_PLANT_KEY", KEY)
-    monkeypatch.setattr("engine.client.backoff_delay", lambda attempt: 0.0)
+    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.0)
     echo = f"exact {KEY} encoded {quote(KEY, safe='')} plus {quote_plus(KEY)} password {PASSWORD} {QUERY_SECRET}"
 
     def script(body: dict[str, Any]) -> Reply:

@@ -114,7 +114,7 @@ def _get(port: int, host: str) -> tuple[int, bytes]:
 def test_view_answers_only_its_loopback_host(run_dir: Path) -> None:
     """A page that rebinds its own name to 127.0.0.1 sends its own Host, so it never gets the report (DNS rebinding)."""
     with serve_report(run_dir) as server:
-        port = server.server_address[1]
+        port = server.port
         for host, status in [
             (f"127.0.0.1:{port}", 200),
             (f"LOCALHOST:{port}", 200),

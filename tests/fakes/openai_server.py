@@ -23,7 +23,6 @@ that entered it.
 from __future__ import annotations
 
 import json
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,15 +31,13 @@ from typing import Any, Final
 import anyio
 
 from engine.http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
+from engine.providers.wire import completion_body, error_body, error_type_for, models_body, usage_body
 
 __all__ = ["FakeOpenAI", "Reply", "Seen"]
 
 # Headers the server owns: letting a script override them would corrupt HTTP framing.
 _FRAMING_HEADERS: Final = frozenset({"content-length", "transfer-encoding", "connection"})
-_MODELS_PAYLOAD: Final[dict[str, Any]] = {
-    "object": "list",
-    "data": [{"id": "fake-model", "object": "model", "created": 0, "owned_by": "simrun"}],
-}
+_MODELS_PAYLOAD: Final[dict[str, Any]] = models_body(["fake-model"])
 
 
 @dataclass
@@ -108,19 +105,7 @@ def _error_response(
     headers: dict[str, str] | None = None,
 ) -> _Response:
     """Builds the body shape the OpenAI SDK unpacks into ``APIStatusError.body``/``.code``."""
-    payload = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
-    return _Response(status, payload, dict(headers or {}))
-
-
-def _error_type(status: int, code: str | None) -> str:
-    """Mirrors the ``error.type`` values the real API pairs with each failure."""
-    if code == "insufficient_quota":
-        return "insufficient_quota"
-    if status == 429:
-        return "requests"
-    if status >= 500:
-        return "server_error"
-    return "invalid_request_error"
+    return _Response(status, error_body(message, error_type, code), dict(headers or {}))
 
 
 def _parse_json(raw: bytes) -> tuple[dict[str, Any], str | None]:
@@ -267,7 +252,7 @@ class FakeOpenAI(LoopbackListener):
                 return _error_response(405, "Use GET to list models.", "invalid_request_error", None)
             if self.models_status >= 400:
                 message = f"Fake {self.models_status} error."
-                return _error_response(self.models_status, message, _error_type(self.models_status, None), None)
+                return _error_response(self.models_status, message, error_type_for(self.models_status, None), None)
             return _Response(200, _MODELS_PAYLOAD)
         return _error_response(
             404,
@@ -324,7 +309,7 @@ class FakeOpenAI(LoopbackListener):
             return _Response(reply.status, {}, headers, drop=True)
         if not 200 <= reply.status < 300:
             message = f"Fake {reply.status} error" + (f" ({reply.error_code})." if reply.error_code else ".")
-            error_type = _error_type(reply.status, reply.error_code)
+            error_type = error_type_for(reply.status, reply.error_code)
             return _error_response(reply.status, message, error_type, reply.error_code, headers)
         return _Response(reply.status, self._completion(body, reply.content), headers)
 
@@ -338,22 +323,9 @@ class FakeOpenAI(LoopbackListener):
         )
         completion_tokens = _word_count(content)
         model = body.get("model")
-        return {
-            "id": f"chatcmpl-fake{self.accepted}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model if isinstance(model, str) else "fake-model",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        return completion_body(
+            f"chatcmpl-fake{self.accepted}",
+            model if isinstance(model, str) else "fake-model",
+            content,
+            usage_body(prompt_tokens, completion_tokens),
+        )
