@@ -24,12 +24,12 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 import click
 import orjson
-import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
 from .errors import ProviderError, ProviderTimeout, ScenarioError, SimError
 from .items import ITEM_SOURCES
+from .loading import parse_model_override
 from .probe import probe_endpoints
 from .providers import PROVIDERS, ChatModel
 from .retry import retrying
@@ -113,10 +113,10 @@ def write_vectors(path: Path, ids: Sequence[str], vectors: Sequence[Sequence[flo
 
 
 def _model_spec(text: str) -> ModelSpec:
+    data = parse_model_override(text, "--model")  # the bounded parser every --model goes through
     try:
-        data = yaml.safe_load(text) if text.lstrip().startswith("{") else text
         spec = ModelSpec.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
+    except ValidationError as exc:
         raise ScenarioError(f"--model {text!r}: not a model spec ({exc})") from None
     implementation = PROVIDERS.get(spec.provider)()
     implementation.check(spec, EMBED_ROLE)
