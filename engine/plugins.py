@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from pydantic import BaseModel
 from rich.console import RenderableType
 
 from .client import ModelClient
@@ -106,9 +107,15 @@ class DialogueProtocol(Protocol):
 
 
 class Summarizer(Protocol):
-    """Turns a run's records into its tables; must use the records alone, so reports can be rebuilt."""
+    """Turns a run's records into its tables; must use the records alone, so reports can be rebuilt.
 
-    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]: ...
+    `summarize` returns the kind's part of summary.json, or a pydantic model whose JSON it is (what an
+    `engine.report_blocks.BlockSummarizer` returns, drawing its three renderings from blocks).
+    """
+
+    def summarize(
+        self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /
+    ) -> Mapping[str, Any] | BaseModel: ...
 
     def render_markdown(self, summary: Mapping[str, Any], /) -> str: ...
 

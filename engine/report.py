@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from .budget import format_usd
 from .errors import ScenarioError
 from .modes import mode_of
-from .plugins import SUMMARIZERS
+from .plugins import SUMMARIZERS, Summarizer
 from .report_agreement import judge_agreement_markdown, run_judge_agreement
 from .report_html import render_report
 from .rundir import REPORT, SUMMARY, RunDir
@@ -29,7 +32,9 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
         raise ScenarioError(f"{run.path} is the run directory of {mode.noun}: `simrun report {run.path}` rebuilds it")
     current = run.current_records(manifest=manifest)
     records = current.records
-    summarizer = SUMMARIZERS.get(manifest.get("kind") or "")
+    summarizer = summarizer_of(manifest)
+    found = summarizer.summarize(records, manifest)
+    results = found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
     statuses = Counter(record.status for record in records)
     providers = list(manifest.get("providers") or [])
     first_errors: dict[str, dict[str, Any]] = {}
@@ -57,7 +62,7 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
             "cost_usd": manifest.get("cost_usd"),
             "cache_hits": (manifest.get("calls") or {}).get("cache_hits", 0),
         },
-        **summarizer.summarize(records, manifest),
+        **results,
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     run.write_json(SUMMARY, summary)
@@ -65,6 +70,10 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary
+
+
+def summarizer_of(manifest: Mapping[str, Any]) -> Summarizer:
+    return SUMMARIZERS.get(manifest.get("kind") or "")
 
 
 def _names(model: str | list[str]) -> str:

@@ -25,26 +25,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from markupsafe import Markup
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.format import format_rate
-from engine.paired import contrast_rows, format_effect, format_p
+from engine.paired import contrast_rows
+from engine.report_blocks import Block, BlockSummarizer
 from engine.stats import clustered_rate
 
-from .remath_html import remath_html
-from .remath_metrics import AUTOMATED_METRICS, automated_metrics
+from .remath_blocks import remath_blocks
+from .remath_metrics import automated_metrics
+from .remath_model import RemathSummary
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
 
 __all__ = ("GIVEN_ORDER", "RemathSummarizer", "mean_interval")
 
 GIVEN_ORDER = ("human", "none", "error", "strategy", "both", "predicted")
-ROW_NAMES = {"human": "Human (expert reply)", "predicted": "predicted (own A/B labels)"}
 _TASK_LABELS = {"error": ("error",), "strategy": ("strategy", "intention")}
 _TASK_OF = {"error": ("error",), "strategy": ("strategy",), "intention": ("strategy",)}
 _SCORES = (*PAIRWISE_DIMENSIONS, "overall")
@@ -94,8 +90,18 @@ def _label_match(record: EpisodeRecord, label: str) -> bool | None:
     return pred == gold if isinstance(pred, str) and isinstance(gold, str) else None
 
 
-class RemathSummarizer:
-    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
+class RemathSummarizer(BlockSummarizer[RemathSummary]):
+    summary_model = RemathSummary
+
+    def blocks(self, summary: RemathSummary, /) -> list[Block]:
+        """Tasks A/B agreement and confusion, Task C by condition, its paired tests and Table 8."""
+        return remath_blocks(summary.remath)
+
+    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> RemathSummary:
+        return RemathSummary.model_validate({"remath": self.results(records, manifest)})
+
+    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
+        """The "remath" part of summary.json as plain data, before it is typed."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         agreement = [
@@ -142,15 +148,13 @@ class RemathSummarizer:
         differences = self._differences(columns, [g for g in givens if g != "human"], seed)
         automated = self._automated(replies, givens)
         return {
-            "remath": {
-                "tutor": manifest.get("models", {}).get("tutor"),
-                "agreement": agreement,
-                "conditions": conditions,
-                "differences": differences,
-                "automated": automated,
-                "against": sorted({str(row["against"]) for row in conditions if row["against"]}),
-                "items": len(items),
-            }
+            "tutor": manifest.get("models", {}).get("tutor"),
+            "agreement": agreement,
+            "conditions": conditions,
+            "differences": differences,
+            "automated": automated,
+            "against": sorted({str(row["against"]) for row in conditions if row["against"]}),
+            "items": len(items),
         }
 
     @staticmethod
@@ -189,10 +193,6 @@ class RemathSummarizer:
             found += [{"metric": metric, **row} for row in contrast_rows(later_first, seed=cell_seed)]
         return found
 
-    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
-        """The report.html section: confusion heatmaps, Task C intervals per condition, paired differences."""
-        return remath_html(summary["remath"])
-
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         """Tasks A/B: which labels matched the expert's; Task C: whether the judge preferred the reply."""
         task = record.condition.get("task", "response")
@@ -222,206 +222,6 @@ class RemathSummarizer:
             scores.update(dict.fromkeys(_SCORES, math.nan))
             scores["answer_leak"] = math.nan
         return scores
-
-    def render_markdown(self, summary: Mapping[str, Any], /) -> str:
-        data = summary["remath"]
-        lines = [
-            "## Tasks A and B: agreement with the expert's labels (the paper's Tables 1 and 2)",
-            "",
-            "Exact match, Cohen's kappa, and the entropy (natural log) of the predicted and the expert's labels. "
-            'Where snippets are labelled by two teachers, "2 teachers" scores the tutor against each teacher and '
-            "averages the two (the paper's match and IRR), and the human row is the teachers' agreement with each "
-            "other.",
-            "",
-            "| label | who | n | match | kappa | match (2 teachers) | kappa (2 teachers) | entropy | "
-            "entropy (expert) | most frequent |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for row in data["agreement"]:
-            both = row.get("per_annotator") or {}
-            lines.append(
-                f"| {row['label']} | tutor | {row['n']} | {_num(row['match'], pct=True)} | {_num(row['kappa'])} | "
-                f"{_num(both.get('match'), pct=True)} | {_num(both.get('kappa'))} | "
-                f"{_num(row['entropy_pred'])} | {_num(row['entropy_gold'])} | {_top(row['shares_pred'])} |"
-            )
-            human = row.get("human")
-            if human:
-                lines.append(
-                    f"| {row['label']} | human–human | {human['n']} | – | – | {_num(human['match'], pct=True)} | "
-                    f"{_num(human['kappa'])} | {_num(human['entropy'])} | – | – |"
-                )
-        for row in data["agreement"]:
-            lines += ["", f"### {row['label']}: share of each label", "", "| | " + " | ".join(row["labels"]) + " |"]
-            lines.append("|---|" + "---|" * len(row["labels"]))
-            for who, key in (("tutor", "shares_pred"), ("expert", "shares_gold")):
-                lines.append(f"| {who} | " + " | ".join(f"{row[key][lab]:.0%}" for lab in row["labels"]) + " |")
-        lines += [
-            "",
-            f"## Task C: replies against {_baseline(data)} (the paper's Table 3)",
-            "",
-            "Mean pairwise score (−2..2; positive: the reply is rated better than the baseline), both presentation "
-            "orders combined, with 95% t intervals over items. The Human row is the expert's reply, judged the "
-            "same way.",
-            "",
-            "| given | against | replies | " + " | ".join(_SCORES) + " | position bias | answer leak | "
-            "strategy adherence |",
-            "|---|---|---|" + "---|" * (len(_SCORES) + 3),
-        ]
-        for row in data["conditions"]:
-            cells = " | ".join(_interval(row[m]) for m in _SCORES)
-            lines.append(
-                f"| {_row_name(row['given'])} | {row.get('against') or '–'} | {row['replies']} | {cells} | "
-                f"{_num(row['position_bias'])} | "
-                f"{format_rate(row['answer_leak'])} | {format_rate(row['strategy_adherence'])} |"
-            )
-        if any(row["given"] == "human" and row.get("against") == "reference" for row in data["conditions"]):
-            lines += [
-                "",
-                "Against the expert's reference the Human row compares the expert's reply with itself; the paper's "
-                "Human row is against the novice reply (`against: novice`).",
-            ]
-        if data.get("automated"):
-            lines += [
-                "",
-                "## Task C: automated metrics against the expert reply (the paper's Table 8)",
-                "",
-                "ROUGE-1/L F1 and BLEU (0..1) per reply, averaged; Self-BLEU (bigrams) within the row; entropy: "
-                "word-distribution entropy per reply (nats; the paper used a language model's entropy); length in "
-                'words. "original" is the novice tutor\'s reply.',
-                "",
-                "| given | n | " + " | ".join(AUTOMATED_METRICS) + " |",
-                "|---|---|" + "---|" * len(AUTOMATED_METRICS),
-            ]
-            for row in data["automated"]:
-                cells = " | ".join(_num(row[m]) for m in AUTOMATED_METRICS)
-                lines.append(f"| {_row_name(row['given'])} | {row['n']} | {cells} |")
-        lines += ["", "## Task C: paired differences between conditions", ""]
-        if data["differences"]:
-            lines += [
-                "| metric | test | contrast | r [95% CI] | mean diff | p | p (adj.) | n |",
-                "|---|---|---|---|---|---|---|---|",
-            ]
-            for c in data["differences"]:
-                lines.append(
-                    f"| {c['metric']} | {c['test']} | {_contrast(c)} | {format_effect(c, 'items')} | "
-                    f"{_num(c['mean_diff'])} | "
-                    f"{format_p(c['p'])} | {format_p(c['p_adjusted'])} | {c['n']} |"
-                )
-        else:
-            lines.append("Fewer than two Task C conditions: nothing to compare.")
-        return "\n".join(lines) + "\n"
-
-    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
-        data = summary["remath"]
-        parts: list[RenderableType] = []
-        if data["agreement"]:
-            table = Table(title="ReMath Tasks A/B (Tables 1-2): agreement with the expert; 2 teachers = averaged")
-            columns = ("label", "who", "n", "match", "kappa", "match 2t", "kappa 2t", "entropy", "most frequent")
-            for column in columns:
-                table.add_column(column, justify="left" if column in ("label", "who", "most frequent") else "right")
-            for row in data["agreement"]:
-                both = row.get("per_annotator") or {}
-                table.add_row(
-                    *map(
-                        Text,
-                        (
-                            row["label"],
-                            "tutor",
-                            str(row["n"]),
-                            _num(row["match"], pct=True),
-                            _num(row["kappa"]),
-                            _num(both.get("match"), pct=True),
-                            _num(both.get("kappa")),
-                            _num(row["entropy_pred"]),
-                            _top(row["shares_pred"]),
-                        ),
-                    )
-                )
-                human = row.get("human")
-                if human:
-                    cells = (row["label"], "human–human", str(human["n"]), "–", "–")
-                    table.add_row(
-                        *map(
-                            Text,
-                            (*cells, _num(human["match"], pct=True), _num(human["kappa"]), _num(human["entropy"]), "–"),
-                        )
-                    )
-            parts.append(table)
-        if data["conditions"]:
-            table = Table(title=f"ReMath Task C (Table 3): reply vs {_baseline(data)} (−2..2, both orders; 95% CI)")
-            table.add_column("given")
-            for column in (*_SCORES, "pos. bias", "leak"):
-                table.add_column(column, justify="right")
-            for row in data["conditions"]:
-                scores = [_interval(row[m]) for m in _SCORES]
-                leak = format_rate(row["answer_leak"])
-                table.add_row(*map(Text, (_row_name(row["given"]), *scores, _num(row["position_bias"]), leak)))
-            parts.append(table)
-        if data.get("automated"):
-            table = Table(title="ReMath Task C (Table 8): automated metrics vs the expert reply")
-            table.add_column("given")
-            for column in ("n", *AUTOMATED_METRICS):
-                table.add_column(column, justify="right")
-            for row in data["automated"]:
-                figures = [_num(row[m]) for m in AUTOMATED_METRICS]
-                table.add_row(*map(Text, (_row_name(row["given"]), str(row["n"]), *figures)))
-            parts.append(table)
-        if data["differences"]:
-            table = Table(title="ReMath Task C: paired differences over items")
-            for column in ("metric", "contrast", "r [95% CI]", "mean diff", "p (adj.)", "n"):
-                table.add_column(column)
-            for c in data["differences"]:
-                table.add_row(
-                    *map(
-                        Text,
-                        (
-                            c["metric"],
-                            _contrast(c),
-                            format_effect(c, "items"),
-                            _num(c["mean_diff"]),
-                            format_p(c["p_adjusted"]),
-                            str(c["n"]),
-                        ),
-                    )
-                )
-            parts.append(table)
-        return Group(*parts)
-
-
-def _num(value: float | None, *, pct: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.0%}" if pct else f"{value:+.2f}" if value < 0 else f"{value:.2f}"
-
-
-def _row_name(given: str) -> str:
-    return ROW_NAMES.get(given, given)
-
-
-def _baseline(data: Mapping[str, Any]) -> str:
-    """What the pairwise judge compared with, as the table title says it."""
-    names = {"novice": "the novice tutor's reply", "reference": "the expert's reference reply"}
-    against = list(data.get("against") or [])
-    return " / ".join(names.get(a, a) for a in against) if against else "the baseline"
-
-
-def _interval(cell: Mapping[str, Any]) -> str:
-    if cell["mean"] is None:
-        return "–"
-    if cell["low"] is None:
-        return f"{cell['mean']:+.2f}"
-    return f"{cell['mean']:+.2f} [{cell['low']:+.2f}, {cell['high']:+.2f}]"
-
-
-def _top(shares: Mapping[str, float]) -> str:
-    if not shares or not any(shares.values()):
-        return "–"
-    label = max(shares, key=lambda k: shares[k])
-    return f"{label} ({shares[label]:.0%})"
-
-
-def _contrast(c: Mapping[str, Any]) -> str:
-    return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
 
 
 SUMMARIZERS.add("remediation", RemathSummarizer())

@@ -15,7 +15,7 @@ from engine.cli import main
 from engine.report import REPORT_HTML
 from engine.report_html import EpisodeScores, EpisodeVerdict
 from engine.rundir import RunDir
-from judges.remath_html import SCORES
+from judges.remath_blocks import SCORES
 from tests.helpers import ESCAPED, PLANTED
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "remath.yaml"

@@ -1,0 +1,99 @@
+"""The engine's one set of renderers over report blocks: report.md, the terminal and report.html agree."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+
+from engine.report_blocks import (
+    Brief,
+    Forest,
+    ForestPanel,
+    Heatmap,
+    Interval,
+    Note,
+    Section,
+    Strong,
+    Table,
+    console_blocks,
+    html_blocks,
+    markdown_blocks,
+)
+from tests.helpers import ESCAPED, PLANTED
+
+TABLE = Table(
+    ("name", "rate", "n"),
+    (("a|b", Brief("12% [3%, 30%] (n=9)", "12%"), 9), (Strong("c"), None, 0)),
+    title="Rates per arm",
+    caption="Wilson intervals.",
+    key="rates",
+    row_classes=("", "violation"),
+    console_columns=("name", "rate"),
+)
+
+
+def _printed(blocks: list[object], width: int = 80) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(console_blocks(blocks))  # type: ignore[arg-type]
+    return console.export_text()
+
+
+def test_markdown_is_headings_pipe_tables_and_notes() -> None:
+    blocks = [Section("Results", (Note("Why these numbers."), TABLE, Section("Detail", (Note("More."),))))]
+    assert markdown_blocks(blocks) == (
+        "## Results\n\nWhy these numbers.\n\n"
+        "| name | rate | n |\n|---|---|---|\n| a\\|b | 12% [3%, 30%] (n=9) | 9 |\n| **c** | – | 0 |\n\n"
+        "Wilson intervals.\n\n### Detail\n\nMore.\n"
+    )
+
+
+def test_the_terminal_shows_titled_tables_with_their_chosen_columns_and_short_cells() -> None:
+    hidden = Heatmap(("x",), ("x",), ((1,),), (Table(("x",), (("1",),), title="counts"),), "h", "c", "x", "y")
+    text = _printed([Section("Results", (Note("Not printed."), Note("Printed.", console=True), TABLE, hidden))])
+    assert "Rates per arm" in text and "Printed." in text and "Not printed." not in text
+    assert "12%" in text and "(n=9)" not in text and "Wilson" not in text
+    header = next(line for line in text.splitlines() if "name" in line)
+    assert "rate" in header and " n " not in header
+    assert "counts" not in text  # a heatmap stays out of the terminal unless it asks
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_html_escapes_highlights_and_puts_each_plot_before_its_numbers() -> None:
+    forest = Forest(
+        (ForestPanel("r", (Interval("a − b", 0.4, 0.1, 0.7, highlight=True), Interval(PLANTED, None))),),
+        Table(("contrast", "r"), (("a − b", "+0.40"), (PLANTED, None)), key="diff"),
+        key="diff",
+        caption=PLANTED,
+        xlabel="r",
+        xlim=(-1.0, 1.0),
+        band=0.1,
+    )
+    heatmap = Heatmap(
+        ("g1", "g2"),
+        ("g1", "g2"),
+        ((2, 1), (0, 3)),
+        (Table(("", "g1", "g2"), (("g1", Strong("2"), 1), ("g2", 0, Strong("3"))), key="cm"),),
+        key="cm",
+        caption="counts",
+        xlabel="predicted",
+        ylabel="gold",
+    )
+    html = str(html_blocks([Section(PLANTED, (TABLE, forest, heatmap), key="s")]))
+    assert PLANTED not in html and html.count(ESCAPED) >= 3
+    assert len(re.findall(r'<svg class="plot-svg"', html)) == 2
+    for key in ("diff", "cm"):
+        assert html.index(f'id="tbl-{key}"') > html.index(f'id="fig-{key}"')
+    assert '<tr class="violation"><td><strong>c</strong></td>' in html
+    assert "12% [3%, 30%] (n=9)" in html and "<td><strong>3</strong></td>" in html
+
+
+def test_html_plots_rebuild_byte_identically() -> None:
+    forest = Forest(
+        (ForestPanel("m", (Interval("x", 0.2, -0.1, 0.5),)), ForestPanel("n", (Interval("x", -0.3),))),
+        Table(("label", "m", "n"), (("x", "+0.20", "-0.30"),), key="f"),
+        key="f",
+        caption="two panels",
+        xlabel="score",
+    )
+    assert html_blocks([forest]) == html_blocks([forest])
