@@ -261,7 +261,8 @@ def _reference_gain(data: Mapping[str, Any]) -> Markup:
         fig,
         key="cases-reference-gain",
         caption="Reference gain, paired per case: with the strategies of similar cases in the prompt minus without "
-        "(Wilcoxon, rank-biserial r; red: the interval excludes 0; fewer than 15 cases is insufficient).",
+        "(Wilcoxon, rank-biserial r; red: a finding, Benjamini–Hochberg adjusted p ≤ 0.05 over every gain; "
+        "fewer than 15 cases is insufficient).",
         numbers=numbers,
     )
 

@@ -30,7 +30,7 @@ from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
 from engine.format import format_pct, format_rate, nanmean
-from engine.paired import format_effect, format_p, paired_contrast
+from engine.paired import correct_family, format_effect, format_p, paired_contrast
 from engine.stats import clustered_rate
 
 from .cases_html import cases_html
@@ -241,6 +241,7 @@ class CasesSummarizer:
                         **contrast.as_dict(),
                     }
                 )
+        correct_family(rows)  # the gains of every metric and response are one family (BH)
         return rows
 
     @staticmethod

@@ -225,9 +225,9 @@ def _differences(rows: Sequence[Contrast]) -> list[Block]:
         left=("contrast", "r [95% CI]"),
     )
     note = Note(
-        "Items are the pairs. With three or more conditions a Friedman test comes first and the pairwise "
-        f"Wilcoxon tests are Bonferroni-corrected; highlighted: the interval of r excludes 0. |r| ≥ {MEANINGFUL_R:.2f} "
-        "is practically meaningful (shaded band: below it)."
+        "Items are the pairs. With three or more conditions a Friedman test comes first, then the pairwise "
+        "Wilcoxon tests. Highlighted: a finding, adjusted p ≤ 0.05 over every paired test of this table "
+        f"(Benjamini–Hochberg). |r| ≥ {MEANINGFUL_R:.2f} is practically meaningful (shaded band: below it)."
     )
     shown = [c for c in rows if c.r is not None and c.ci_low is not None]
     if not shown:

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import contrast_rows
+from engine.paired import contrast_rows, correct_family
 from engine.report_blocks import Block, BlockSummarizer
 from engine.stats import clustered_rate
 
@@ -191,6 +191,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             # later conditions first, so a positive r reads "more information helps"
             later_first = {g: cols[g] for g in reversed(givens)}
             found += [{"metric": metric, **row} for row in contrast_rows(later_first, seed=cell_seed)]
+        correct_family(found)  # every paired test of the table is one family: findings follow its BH p
         return found
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:

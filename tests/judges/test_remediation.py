@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scipy import stats
 
 from engine import EpisodeRecord, build_scenario, run_sync, write_report
 from engine.agreement import agreement
@@ -91,6 +92,11 @@ def test_planted_quality_orders_the_conditions(tmp_path: Path) -> None:
         d for d in summary["differences"] if d["metric"] == "overall" and (d["a"], d["b"]) == ("both", "none")
     )
     assert both_none["r"] > 0 and both_none["ci_low"] > 0
+    tested = [d for d in summary["differences"] if d["status"] == "ok" and d["r"] is not None]
+    expected = stats.false_discovery_control([d["p"] for d in tested], method="bh")
+    assert [d["p_family"] for d in tested] == pytest.approx(list(expected))
+    assert [d["violation"] for d in tested] == [bool(q <= 0.05) for q in expected]
+    assert both_none["violation"]
 
 
 def test_answer_leak_rate_clusters_replicates_on_their_item(tmp_path: Path) -> None:
