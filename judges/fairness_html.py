@@ -183,20 +183,24 @@ def _mismatch_panel(contrasts: Sequence[Mapping[str, Any]], means: Sequence[Mapp
     )
 
 
-def _mean_table(data: Mapping[str, Any], domain: str, channel: str, key: str) -> Markup:
+def mean_abs_r_cell(
+    data: Mapping[str, Any], domain: str, channel: str
+) -> tuple[dict[tuple[str, str], Any], list[str], dict[str, float], dict[str, float]]:
+    """One domain × channel of `mean_abs_r`: its cells by (metric, dimension), the dimensions, and the means
+    over dimensions (per metric) and over the turn metrics (per dimension) — what every renderer reads."""
     tables = data["mean_abs_r"]
-    cells = {
-        (c["metric"], c["dimension"]): c for c in tables["cells"] if (c["domain"], c["channel"]) == (domain, channel)
-    }
-    dimensions = sorted({d for _, d in cells})
-    by_metric = {
-        r["metric"]: r["mean_abs_r"] for r in tables["by_metric"] if (r["domain"], r["channel"]) == (domain, channel)
-    }
-    by_dimension = {
-        r["dimension"]: r["mean_abs_r"]
-        for r in tables["by_dimension"]
-        if (r["domain"], r["channel"]) == (domain, channel)
-    }
+
+    def here(row: Mapping[str, Any]) -> bool:
+        return (row["domain"], row["channel"]) == (domain, channel)
+
+    cells = {(c["metric"], c["dimension"]): c for c in tables["cells"] if here(c)}
+    by_metric = {r["metric"]: r["mean_abs_r"] for r in tables["by_metric"] if here(r)}
+    by_dimension = {r["dimension"]: r["mean_abs_r"] for r in tables["by_dimension"] if here(r)}
+    return cells, sorted({d for _, d in cells}), by_metric, by_dimension
+
+
+def _mean_table(data: Mapping[str, Any], domain: str, channel: str, key: str) -> Markup:
+    cells, dimensions, by_metric, by_dimension = mean_abs_r_cell(data, domain, channel)
     body: list[list[Cell]] = []
     for metric in METRICS:
         line: list[Cell] = [metric]

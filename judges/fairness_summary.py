@@ -39,7 +39,7 @@ from engine.paired import (
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
-from .fairness_html import fairness_html
+from .fairness_html import fairness_html, mean_abs_r_cell
 from .fairness_mismatch import MISMATCH_CONTRASTS, mismatch_differences
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
@@ -608,19 +608,7 @@ def _domain_channels(data: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _mean_grid(data: Mapping[str, Any], domain: str, channel: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """Rows of a mean-|r| table: one per metric (cells, then the mean over dimensions), and the turn mean."""
-    tables = data["mean_abs_r"]
-    cells = {
-        (c["metric"], c["dimension"]): c for c in tables["cells"] if (c["domain"], c["channel"]) == (domain, channel)
-    }
-    dimensions = sorted({d for _, d in cells})
-    by_metric = {
-        r["metric"]: r["mean_abs_r"] for r in tables["by_metric"] if (r["domain"], r["channel"]) == (domain, channel)
-    }
-    by_dimension = {
-        r["dimension"]: r["mean_abs_r"]
-        for r in tables["by_dimension"]
-        if (r["domain"], r["channel"]) == (domain, channel)
-    }
+    cells, dimensions, by_metric, by_dimension = mean_abs_r_cell(data, domain, channel)
     rows: list[tuple[str, list[str]]] = []
     for metric in (*TURN_METRICS, *CONVERSATION_METRICS):
         row = []
