@@ -18,7 +18,7 @@ from .conversation_stats import CONVERSATION_STATS
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
 
-__all__ = ("fairness_html",)
+__all__ = ("fairness_html", "mean_abs_r_cell")
 
 METRICS = (*TURN_QUALITY_METRICS, *CONVERSATION_STATS)
 MISMATCH = ("matched", "mismatched", "perceived", "stated", "interaction")
