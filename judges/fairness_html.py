@@ -183,6 +183,23 @@ def _mismatch_panel(contrasts: Sequence[Mapping[str, Any]], means: Sequence[Mapp
     )
 
 
+_CONTRAST_COLUMNS = ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n")
+
+
+def _contrast_cells(c: Mapping[str, Any]) -> tuple[Cell, ...]:
+    return (
+        c["domain"],
+        c["channel"],
+        c["dimension"],
+        c["metric"],
+        _label(c),
+        format_effect(c),
+        format_p(c["p"]),
+        format_p(c["p_adjusted"]),
+        c["n"],
+    )
+
+
 def mean_abs_r_cell(
     data: Mapping[str, Any], domain: str, channel: str
 ) -> tuple[dict[tuple[str, str], Any], list[str], dict[str, float], dict[str, float]]:
@@ -237,21 +254,8 @@ def fairness_html(
     elif findings:
         lead.append(
             table(
-                ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n"),
-                [
-                    (
-                        c["domain"],
-                        c["channel"],
-                        c["dimension"],
-                        c["metric"],
-                        _label(c),
-                        format_effect(c),
-                        format_p(c["p"]),
-                        format_p(c["p_adjusted"]),
-                        c["n"],
-                    )
-                    for c in findings
-                ],
+                _CONTRAST_COLUMNS,
+                [_contrast_cells(c) for c in findings],
                 key="findings",
             )
         )
@@ -314,21 +318,8 @@ def fairness_html(
                 "Per-domain contrasts",
                 paragraph("The plots above pool the domains; every per-domain contrast is listed here."),
                 table(
-                    ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n"),
-                    [
-                        (
-                            c["domain"],
-                            c["channel"],
-                            c["dimension"],
-                            c["metric"],
-                            _label(c),
-                            format_effect(c),
-                            format_p(c["p"]),
-                            format_p(c["p_adjusted"]),
-                            c["n"],
-                        )
-                        for c in others
-                    ],
+                    _CONTRAST_COLUMNS,
+                    [_contrast_cells(c) for c in others],
                     row_classes=["violation" if c["violation"] else "" for c in others],
                     key="per-domain",
                 ),
