@@ -60,7 +60,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 KINDS = {
     # scenario: (overrides, plots, the table whose rows are checked, its rows, a verdict to filter by)
     "casebench": (["replicates=1"], 5, "tbl-cases-success", 6, "mcq correct"),
-    "remath": (["items.0.limit=15"], 5, "tbl-remath-conditions", 4, "reply preferred"),
+    # four plots (the conditions' scores, three confusion matrices); six conditions: the paper's four,
+    # `predicted` and the Human row
+    "remath": (["items.0.limit=15"], 4, "tbl-remath-conditions", 6, "reply preferred"),
 }
 
 
@@ -104,10 +106,11 @@ def page(report: Path, browser: Any) -> Iterator[Any]:
 
 
 def test_plots_and_tables_render(page: Any) -> None:
-    """Three inline SVG plots with a real size, their tables, the header and the simulator note are visible."""
+    """Four inline SVG plots (harm-rate heatmap, survival, hazard, backtracks) with a real size, their tables, the
+    header and the simulator note are visible."""
     plots = page.locator("svg.plot-svg")
-    assert plots.count() == 3
-    for index in range(3):
+    assert plots.count() == 4
+    for index in range(4):
         box = plots.nth(index).bounding_box()
         assert box is not None and box["width"] > 300 and box["height"] > 150
     assert page.locator("#fig-crescendo-heatmap svg text").count() > 33
