@@ -41,6 +41,7 @@ __all__ = (
     "format_effect",
     "format_p",
     "friedman_then_pairwise",
+    "omnibus_row",
     "paired_contrast",
     "rank_biserial",
     "signed_rank_p",
@@ -540,15 +541,24 @@ def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[
             {"test": "wilcoxon", **paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed).as_dict()}
         ]
     omnibus = friedman_then_pairwise(columns, seed=seed)
-    head = {
+    return [
+        omnibus_row(omnibus, p_adjusted=omnibus.p),
+        *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise),
+    ]
+
+
+def omnibus_row(omnibus: Omnibus, *, p_adjusted: float | None) -> dict[str, Any]:
+    """The Friedman line of a contrast table, shaped like a contrast row so tables and families read it alike;
+    it gates pairs and is never a finding itself."""
+    return {
         "test": "friedman",
-        "a": " · ".join(levels),
+        "a": " · ".join(omnibus.levels),
         "b": "",
         "n": omnibus.n,
         "status": omnibus.status,
         "statistic": omnibus.statistic,
         "p": omnibus.p,
-        "p_adjusted": omnibus.p,
+        "p_adjusted": p_adjusted,
         "r": None,
         "ci_low": None,
         "ci_high": None,
@@ -556,7 +566,6 @@ def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[
         "meaningful": False,
         "violation": False,
     }
-    return [head, *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise)]
 
 
 def format_effect(row: Mapping[str, Any], unit: str = "pairs") -> str:
@@ -565,7 +574,11 @@ def format_effect(row: Mapping[str, Any], unit: str = "pairs") -> str:
         return f"insufficient (< {MIN_PAIRS} {unit})"
     if row["r"] is None:
         return f"Friedman χ² = {row['statistic']:.2f}" if row.get("statistic") is not None else "–"
-    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+    if row.get("ci_low") is None:
+        return f"{row['r']:+.2f}"
+    level = row.get("ci_level") or 0.95
+    tag = "" if abs(level - 0.95) < 1e-12 else f" ({100 * level:.3g}%)"  # a finding's corrected level
+    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]{tag}"
 
 
 def format_p(value: float | None) -> str:

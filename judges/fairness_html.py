@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.paired import MEANINGFUL_R, MIN_PAIRS, format_p
+from engine.paired import MEANINGFUL_R, MIN_PAIRS, format_effect, format_p
 from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
 
 from .conversation_stats import CONVERSATION_STATS
@@ -24,19 +24,6 @@ METRICS = (*TURN_QUALITY_METRICS, *CONVERSATION_STATS)
 MISMATCH = ("matched", "mismatched", "perceived", "stated", "interaction")
 ALL_DOMAINS = "all"
 MAX_FOREST_ROWS = 60
-
-
-def format_effect(c: Mapping[str, Any]) -> str:
-    """r with its interval (and the interval's level when it is not 95%), χ², or why nothing was tested."""
-    if c["status"] != "ok":
-        return f"insufficient (< {MIN_PAIRS} pairs)"
-    if c["r"] is None:
-        return f"Friedman χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
-    if c["ci_low"] is None:
-        return f"{c['r']:+.2f}"
-    level = c.get("ci_level") or 0.95
-    tag = "" if abs(level - 0.95) < 1e-12 else f" ({100 * level:.3g}%)"
-    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{tag}"
 
 
 def _label(c: Mapping[str, Any]) -> str:

@@ -33,8 +33,10 @@ from engine.paired import (
     adjust_p,
     detectable_r,
     difference_contrast,
+    format_effect,
     format_p,
     friedman_then_pairwise,
+    omnibus_row,
 )
 from personas.fairness import FairnessAnalysis
 
@@ -342,7 +344,7 @@ class FairnessSummarizer:
                 c["dimension"],
                 c["metric"],
                 _name(c),
-                _effect(c),
+                format_effect(c),
                 format_p(c["p"]),
                 format_p(c["p_adjusted"]),
                 str(c["n"]),
@@ -450,23 +452,7 @@ def _tests(
         n_boot=n_boot,
         always_pairs=True,
     )
-    head = {
-        "test": "friedman",
-        "a": " · ".join(levels),
-        "b": "",
-        "n": omnibus.n,
-        "status": omnibus.status,
-        "statistic": omnibus.statistic,
-        "p": omnibus.p,
-        "p_adjusted": None,
-        "r": None,
-        "ci_low": None,
-        "ci_high": None,
-        "mean_diff": None,
-        "meaningful": False,
-        "violation": False,
-        "entered": False,
-    }
+    head = {**omnibus_row(omnibus, p_adjusted=None), "entered": False}
     found = [_Tested(head, None, seed)]
     table = np.column_stack([np.asarray(columns[level], dtype=np.float64) for level in levels])
     table = table[~np.isnan(table).any(axis=1)]
@@ -642,25 +628,13 @@ def _opposite_keys(group: Sequence[EpisodeRecord]) -> tuple[str, str] | None:
     return None
 
 
-def _effect(c: Mapping[str, Any]) -> str:
-    if c["status"] != "ok":
-        return f"insufficient (< {MIN_PAIRS} pairs)"
-    if c["r"] is None:
-        return f"Friedman χ² = {c['statistic']:.2f}" if c.get("statistic") is not None else "–"
-    if c["ci_low"] is None:
-        return f"{c['r']:+.2f}"
-    level = c.get("ci_level") or 0.95
-    tag = "" if abs(level - 0.95) < 1e-12 else f" ({100 * level:.3g}%)"
-    return f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{tag}"
-
-
 def _contrast_table(contrasts: Sequence[Mapping[str, Any]]) -> list[str]:
     rows = [
         "| domain | channel | dimension | metric | contrast | r [interval] | p | p adj. | Friedman p | n |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in contrasts:
-        effect = _effect(c)
+        effect = format_effect(c)
         marked = f"**{effect}**" if c["violation"] else effect
         omnibus = format_p(c["omnibus_p"]) if c.get("omnibus_p") is not None else ""
         rows.append(
