@@ -318,18 +318,7 @@ def _metric_agreement(
             c = confusion[:, chosen].sum(axis=-3)
             return statistics_of(o, c)
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            boot = stats.bootstrap(
-                (np.arange(len(clusters), dtype=float),),
-                resampled,
-                vectorized=True,
-                n_resamples=n_resamples,
-                batch=500,
-                confidence_level=confidence,
-                method="percentile",
-                random_state=np.random.default_rng(seed),
-            )
+        boot = _resample_clusters(len(clusters), resampled, n_resamples, confidence, seed, batch=500)
         low = np.asarray(boot.confidence_interval.low, dtype=float)
         high = np.asarray(boot.confidence_interval.high, dtype=float)
 
@@ -356,6 +345,26 @@ def _metric_agreement(
             for p, (a, b) in enumerate(pairs)
         ],
     }
+
+
+def _resample_clusters(
+    clusters: int, statistic: Any, n_resamples: int, confidence: float, seed: int, *, batch: int
+) -> Any:
+    """scipy's percentile bootstrap over cluster indices: `statistic(indices)` pools the chosen clusters'
+    counts, so units of one conversation or episode are resampled together. Degenerate resamples (a κ with no
+    variation) give NaN, which the callers treat as no interval, so scipy's warnings about them are silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return stats.bootstrap(
+            (np.arange(clusters, dtype=float),),
+            statistic,
+            vectorized=True,
+            n_resamples=n_resamples,
+            batch=batch,
+            confidence_level=confidence,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
 
 
 def _delta(size: int, numeric: np.ndarray | None) -> np.ndarray:
@@ -427,18 +436,7 @@ def agreement_intervals(
     def resampled(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         return confusion_statistics(confusion[idx.astype(int)].sum(axis=-3))
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        boot = stats.bootstrap(
-            (np.arange(len(groups), dtype=float),),
-            resampled,
-            vectorized=True,
-            n_resamples=n_resamples,
-            batch=1_000,
-            confidence_level=confidence,
-            method="percentile",
-            random_state=np.random.default_rng(seed),
-        )
+    boot = _resample_clusters(len(groups), resampled, n_resamples, confidence, seed, batch=1_000)
     distribution = np.asarray(boot.bootstrap_distribution)
     alpha = (1 - confidence) / 2
     found: dict[str, dict[str, float | None]] = {}

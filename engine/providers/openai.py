@@ -92,6 +92,9 @@ class OpenAIChatModel(ChatModel):
         """The root actually called (the SDK's default or `OPENAI_BASE_URL` when the spec names none)."""
         return self._lean.http.base_url if self._lean is not None else str(self._client.base_url)
 
+    def _malformed(self, detail: str) -> ProviderError:
+        return ProviderError(self.spec.model, detail, malformed=True, endpoint=redact_url(self.base_url))
+
     async def list_models(self) -> list[str]:
         """The ids of `GET /models`: the cheapest call that proves the endpoint is there and takes the key."""
         if self._lean is not None:
@@ -101,12 +104,7 @@ class OpenAIChatModel(ChatModel):
         try:
             return [str(row.id) for row in page.data]
         except (AttributeError, TypeError) as exc:
-            raise ProviderError(
-                self.spec.model,
-                f"malformed model list ({type(exc).__name__})",
-                malformed=True,
-                endpoint=redact_url(self.base_url),
-            ) from None
+            raise self._malformed(f"malformed model list ({type(exc).__name__})") from None
 
     async def complete(self, request: ChatRequest, /) -> ChatReply:
         if self._lean is not None:
@@ -129,19 +127,9 @@ class OpenAIChatModel(ChatModel):
             prompt = int(usage.prompt_tokens) if usage is not None else 0
             generated = int(usage.completion_tokens) if usage is not None else 0
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
-            raise ProviderError(
-                self.spec.model,
-                f"malformed response ({type(exc).__name__})",
-                malformed=True,
-                endpoint=redact_url(self.base_url),
-            ) from None
+            raise self._malformed(f"malformed response ({type(exc).__name__})") from None
         if not isinstance(content, str | None):
-            raise ProviderError(
-                self.spec.model,
-                "malformed response (content is not text)",
-                malformed=True,
-                endpoint=redact_url(self.base_url),
-            )
+            raise self._malformed("malformed response (content is not text)")
         return ChatReply(
             text=content or "",
             usage=Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated)),
@@ -158,12 +146,7 @@ class OpenAIChatModel(ChatModel):
         try:
             data = [{"index": row.index, "embedding": row.embedding} for row in response.data]
         except (AttributeError, TypeError) as exc:
-            raise ProviderError(
-                self.spec.model,
-                f"malformed response ({type(exc).__name__})",
-                malformed=True,
-                endpoint=redact_url(self.base_url),
-            ) from None
+            raise self._malformed(f"malformed response ({type(exc).__name__})") from None
         return read_embeddings(self.spec.model, data, len(texts))
 
     async def aclose(self) -> None:
