@@ -1,24 +1,47 @@
-"""Report blocks: a kind declares what to show (tables, forest plots, heatmaps, notes) from its typed summary;
-the engine renders them once each as markdown, terminal tables and HTML. See `BlockSummarizer`."""
+"""Report blocks: a kind declares what to show (tables, forest plots, heatmaps, survival curves, histograms,
+notes) from its typed summary; the engine renders them once each as markdown, terminal tables and HTML. See
+`BlockSummarizer`."""
 
 from .console import console_blocks
+from .histogram import Bar, BarPanel, Histogram
 from .html import html_blocks
 from .markdown import markdown_blocks
-from .model import Block, BlockCell, Brief, Forest, ForestPanel, Heatmap, Interval, Note, Section, Strong, Table
+from .model import (
+    Block,
+    BlockCell,
+    Brief,
+    Bullets,
+    Forest,
+    ForestPanel,
+    Heatmap,
+    Interval,
+    Note,
+    Section,
+    Strong,
+    Table,
+)
 from .summarizer import BlockSummarizer
+from .survival import Curve, CurvePoint, Survival
 
 __all__ = (
+    "Bar",
+    "BarPanel",
     "Block",
     "BlockCell",
     "BlockSummarizer",
     "Brief",
+    "Bullets",
+    "Curve",
+    "CurvePoint",
     "Forest",
     "ForestPanel",
     "Heatmap",
+    "Histogram",
     "Interval",
     "Note",
     "Section",
     "Strong",
+    "Survival",
     "Table",
     "console_blocks",
     "html_blocks",

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from .model import Block, BlockCell, Brief, Heatmap, Note, Section, Strong, Table, tables_of
+from .model import Block, BlockCell, Brief, Bullets, Forest, Note, Section, Strong, Table, tables_of
 
 __all__ = ("console_blocks",)
 
@@ -43,7 +43,10 @@ def _walk(blocks: Sequence[Block]) -> Iterator[RenderableType]:
         elif isinstance(block, Note):
             if block.console:
                 yield Text(block.text)
-        elif not (isinstance(block, Heatmap) and not block.console):
+        elif isinstance(block, Bullets):
+            if block.console:
+                yield Text("\n".join(f"- {item}" for item in block.items))
+        elif isinstance(block, Table | Forest) or block.console:
             for table in tables_of(block):
                 if table.console_columns != ():
                     yield _table(table)

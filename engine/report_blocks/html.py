@@ -3,12 +3,16 @@ each followed by the table of its numbers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup
 
 from ..report_html.blocks import Cell, new_figure, paragraph, plot, section, table
-from .model import Block, BlockCell, Brief, Forest, Heatmap, Note, Section, Strong, Table
+from .histogram import Histogram, histogram_html
+from .model import Block, BlockCell, Brief, Bullets, Forest, Heatmap, Note, Section, Strong, Table
+from .survival import Survival, survival_html
 
 __all__ = ("html_blocks",)
 
@@ -63,26 +67,49 @@ def _forest(block: Forest) -> Markup:
     return plot(fig, key=block.key, caption=block.caption, numbers=_table(block.numbers))
 
 
+def _cell_texts(block: Heatmap) -> list[list[str]]:
+    if block.cells is not None:
+        return [list(row) for row in block.cells]
+    return [["" if not v else f"{v:g}" for v in values] for values in block.values]
+
+
 def _heatmap(block: Heatmap) -> Markup:
     rows, columns = len(block.row_labels), len(block.column_labels)
-    fig = new_figure(min(7.5, 0.5 * columns + 3.2), min(7.5, 0.42 * rows + 2.2))
+    if block.cells is None:
+        fig = new_figure(min(7.5, 0.5 * columns + 3.2), min(7.5, 0.42 * rows + 2.2))
+    else:
+        fig = new_figure(7.5, 0.42 * rows + 1.6)  # room for each cell's own text
     ax = fig.add_subplot()
-    matrix = [list(values) for values in block.values]
-    image = ax.imshow(matrix, cmap="Blues", vmin=0, aspect="auto")
-    peak = max((v for values in matrix for v in values), default=0)
-    for i, values in enumerate(matrix):
-        for j, count in enumerate(values):
-            if count:
-                color = "white" if count > peak / 2 else "black"
-                weight = "bold" if i == j else "normal"
-                ax.text(j, i, str(count), ha="center", va="center", fontsize=8, color=color, fontweight=weight)
-    ax.set_xticks(range(columns), block.column_labels, rotation=45, ha="right", fontsize=7)
+    matrix = [[math.nan if v is None else v for v in values] for values in block.values]
+    image = ax.imshow(matrix, cmap=block.cmap, vmin=0, vmax=block.vmax, aspect="auto")
+    peak = max((v for values in block.values for v in values if v is not None), default=0)
+    light = peak / 2 if block.light_above is None else block.light_above
+    for i, (values, texts) in enumerate(zip(block.values, _cell_texts(block), strict=True)):
+        for j, (value, text) in enumerate(zip(values, texts, strict=True)):
+            if text:
+                color = "white" if value is not None and value > light else "black"
+                weight = "bold" if i == j and block.cells is None else "normal"
+                ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color, fontweight=weight)
+    ax.set_xticks(range(columns), block.column_labels, **_column_ticks(block))
+    if block.columns_on_top:
+        ax.xaxis.tick_top()
     ax.set_yticks(range(rows), block.row_labels, fontsize=7)
     ax.set_xlabel(block.xlabel)
     ax.set_ylabel(block.ylabel)
     fig.colorbar(image, ax=ax, label=block.colorbar, shrink=0.8)
-    numbers = Markup("").join(_table(t) for t in block.numbers)
-    return plot(fig, key=block.key, caption=block.caption, numbers=numbers)
+    return plot(fig, key=block.key, caption=block.caption, numbers=_numbers(block.numbers))
+
+
+def _column_ticks(block: Heatmap) -> dict[str, Any]:
+    return {} if block.columns_on_top else {"rotation": 45, "ha": "right", "fontsize": 7}
+
+
+def _numbers(tables: Sequence[Table]) -> Markup:
+    return Markup("").join(_table(t) for t in tables)
+
+
+def _bullets(block: Bullets) -> Markup:
+    return Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i) for i in block.items))
 
 
 def _block(block: Block) -> Markup:
@@ -92,8 +119,14 @@ def _block(block: Block) -> Markup:
         return paragraph(block.text)
     if isinstance(block, Table):
         return _table(block)
+    if isinstance(block, Bullets):
+        return _bullets(block)
     if isinstance(block, Forest):
         return _forest(block)
+    if isinstance(block, Survival):
+        return survival_html(block, _numbers(block.numbers))
+    if isinstance(block, Histogram):
+        return histogram_html(block, _numbers(block.numbers))
     return _heatmap(block)
 
 

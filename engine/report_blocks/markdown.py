@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .model import Block, BlockCell, Brief, Note, Section, Strong, Table, tables_of
+from .model import Block, BlockCell, Brief, Bullets, Note, Section, Strong, Table, tables_of
 
 __all__ = ("markdown_blocks", "markdown_table")
 
@@ -34,6 +34,8 @@ def _block(block: Block, level: int) -> list[str]:
         return lines
     if isinstance(block, Note):
         return [block.text]
+    if isinstance(block, Bullets):
+        return [f"- {item}" for item in block.items]
     shown: list[str] = []
     for table in tables_of(block):
         shown += [*([""] if shown else []), *markdown_table(table)]

@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .histogram import Histogram
+from .survival import Survival
+
 __all__ = (
     "Block",
     "BlockCell",
     "Brief",
+    "Bullets",
     "Forest",
     "ForestPanel",
     "Heatmap",
@@ -106,18 +110,36 @@ class Forest:
 
 @dataclass(frozen=True)
 class Heatmap:
-    """A matrix of counts, rows against columns; `numbers` are the tables shown under it (and instead of it in
-    text outputs)."""
+    """A matrix of counts or rates, rows against columns; `numbers` are the tables shown under it (and instead
+    of it in text outputs).
+
+    By default a cell shows its count (none when 0) and the diagonal is bold, as in a confusion matrix;
+    `cells` replaces every cell's text (e.g. a rate with its interval; None values: a gap), `vmax` fixes the
+    colour scale's top and `light_above` where the text turns white (default: half the largest value).
+    """
 
     row_labels: tuple[str, ...]
     column_labels: tuple[str, ...]
-    values: tuple[tuple[int, ...], ...]
+    values: tuple[tuple[float | None, ...], ...]
     numbers: tuple[Table, ...]
     key: str
     caption: str
     xlabel: str
     ylabel: str
     colorbar: str = ""
+    console: bool = False
+    cells: tuple[tuple[str, ...], ...] | None = None
+    cmap: str = "Blues"
+    vmax: float | None = None
+    light_above: float | None = None
+    columns_on_top: bool = False
+
+
+@dataclass(frozen=True)
+class Bullets:
+    """A list of short statements (a markdown list); the terminal shows it only with `console`."""
+
+    items: tuple[str, ...]
     console: bool = False
 
 
@@ -130,7 +152,7 @@ class Section:
     key: str = ""
 
 
-Block = Section | Table | Note | Forest | Heatmap
+Block = Section | Table | Note | Bullets | Forest | Heatmap | Survival | Histogram
 
 
 def tables_of(block: Block) -> Sequence[Table]:
@@ -139,6 +161,6 @@ def tables_of(block: Block) -> Sequence[Table]:
         return (block,)
     if isinstance(block, Forest):
         return (block.numbers,)
-    if isinstance(block, Heatmap):
+    if isinstance(block, Heatmap | Survival | Histogram):
         return block.numbers
     return ()
