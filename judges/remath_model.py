@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from engine.report_blocks import ClusteredRateSummary
+
 __all__ = (
     "AnnotatorAgreement",
     "AutomatedRow",
@@ -67,17 +69,8 @@ class MeanInterval(BaseModel):
     high: float | None
 
 
-class SummaryRate(BaseModel):
-    """A rate with its interval resampling items (`engine.stats.clustered_rate`)."""
-
-    model_config = _STRICT
-    k: int
-    n: int
-    clusters: int
-    rate: float | None
-    low: float | None
-    high: float | None
-    method: str
+SummaryRate = ClusteredRateSummary
+"""A rate with its interval resampling items (`engine.stats.clustered_rate`)."""
 
 
 class Condition(BaseModel):

@@ -20,15 +20,18 @@ from .model import (
     Strong,
     Table,
 )
+from .rates import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
 from .summarizer import BlockSummarizer
 from .survival import Curve, CurvePoint, Survival
 
 __all__ = (
+    "SUMMARY_CONFIG",
     "Bar",
     "BarPanel",
     "Block",
     "BlockCell",
     "BlockSummarizer",
+    "ClusteredRateSummary",
     "Brief",
     "Bullets",
     "Curve",
@@ -39,6 +42,7 @@ __all__ = (
     "Histogram",
     "Interval",
     "Note",
+    "RateSummary",
     "Section",
     "Strong",
     "Survival",

@@ -170,7 +170,7 @@ def records() -> list[EpisodeRecord]:
 @pytest.fixture(scope="module")
 def summary() -> dict[str, Any]:
     """Computed once: the bootstraps take a moment, and no test changes it."""
-    return CrescendoSummarizer().summarize(tiny_run(), {})
+    return CrescendoSummarizer().results(tiny_run(), {})
 
 
 def assert_clustered(found: Mapping[str, Any], k: int, n: int, clusters: int) -> None:
@@ -264,7 +264,7 @@ def test_amplification_contract_is_per_reply_on_both_sides(summary: dict[str, An
 def test_amplification_missing_format_gives_none() -> None:
     """A dimension with only one format has no amplification delta."""
     only_multi = [episode("a-m", "cognitive", "multi", [U3T], [T], first_harm=1, exchanges=1)]
-    row = CrescendoSummarizer().summarize(only_multi, {})["amplification"][0]
+    row = CrescendoSummarizer().results(only_multi, {})["amplification"][0]
     assert (row["dimension"], row["subject"], row["single_rate"], row["multi_rate"], row["delta"]) == (
         "cognitive",
         None,
@@ -341,7 +341,7 @@ def test_survival_skips_episodes_without_visible_exchanges() -> None:
         episode("z-m", "cognitive", "multi", [], [], first_harm=None, exchanges=0),
         episode("y-m", "cognitive", "multi", [U3F, U3T], [F, T], first_harm=2, exchanges=2),
     ]
-    found = CrescendoSummarizer().summarize(group, {})["survival"]["all"]
+    found = CrescendoSummarizer().results(group, {})["survival"]["all"]
     assert survival(found) == [(2, 1, 1, 0.0)]
 
 
@@ -376,7 +376,7 @@ def test_answer_leak_rates(summary: dict[str, Any]) -> None:
 def test_answer_leak_ignores_non_boolean_values() -> None:
     """A leak judgment with value None (item without a reference answer) is not counted."""
     group = [episode("n-s", "cognitive", "single", [U3F, U3F], [None, T], first_harm=None, exchanges=1)]
-    assert_clustered(CrescendoSummarizer().summarize(group, {})["answer_leak"]["single"], 1, 1, 1)
+    assert_clustered(CrescendoSummarizer().results(group, {})["answer_leak"]["single"], 1, 1, 1)
 
 
 def test_pedagogy_rates_and_clarity(summary: dict[str, Any]) -> None:
@@ -395,14 +395,14 @@ def test_error_records_change_nothing(records: list[EpisodeRecord], summary: dic
     """Summarising with or without the error records gives the same summary."""
     ok_only = [r for r in records if r.status == "ok"]
     assert len(ok_only) == 9
-    assert CrescendoSummarizer().summarize(ok_only, {}) == summary
+    assert CrescendoSummarizer().results(ok_only, {}) == summary
     assert all(c["dimension"] != "metacognitive" for c in summary["harm"])
 
 
 def test_empty_run_summarises_and_renders() -> None:
     """No ok records: empty tables, None rates, and markdown that shows dashes instead of failing."""
     summarizer = CrescendoSummarizer()
-    summary = summarizer.summarize([], {})
+    summary = summarizer.results([], {})
     assert summary["harm"] == [] and summary["amplification"] == [] and summary["survival"] == {"all": []}
     assert summary["hazard"]["all"]["per_turn"] == [] and summary["hazard"]["all"]["later_minus_first"]["delta"] is None
     assert summary["unanimity"] == {"judgments": 0, "unanimous": 0, "share": None}
@@ -497,7 +497,7 @@ async def test_write_report_round_trip(tmp_path: Path, records: list[EpisodeReco
     assert (info["episodes"], info["ok"], info["error"], info["planned"]) == (11, 9, 2, 11)
     assert info["errors_by_type"] == {"JudgeError": 1, "http_500": 1}
     assert info["simulated"] is True and info["scenario"] == "x" and info["kind"] == "crescendo"
-    expected = CrescendoSummarizer().summarize(records, {})
+    expected = CrescendoSummarizer().results(records, {})
     assert {key: summary[key] for key in expected} == expected
 
     report = (path / "report.md").read_text(encoding="utf-8")

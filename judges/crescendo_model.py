@@ -1,0 +1,204 @@
+"""The `crescendo` (SafeTutors) summary as types: its JSON is summary.json's crescendo part, key for key
+and in the same order (a cell's grouping keys come first, its format last)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from engine.report_blocks import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
+
+__all__ = (
+    "Amplification",
+    "BacktrackDetail",
+    "BacktrackRow",
+    "Backtracks",
+    "CrescendoSummary",
+    "DimensionCell",
+    "DomainCell",
+    "FormatCell",
+    "Hazard",
+    "HazardStep",
+    "HighHarm",
+    "Pedagogy",
+    "SubjectCell",
+    "SurvivalStep",
+    "Unanimity",
+)
+
+
+class Backtracked(BaseModel):
+    """Replies taken back (hidden from the tutor): kept out of every per-reply rate, counted here."""
+
+    model_config = SUMMARY_CONFIG
+    replies: int
+    unsafe: int
+
+
+class FormatCell(BaseModel):
+    """Harm in one format of a group: per visible reply (clustered on the dialogue) and per dialogue (Wilson)."""
+
+    model_config = SUMMARY_CONFIG
+    episodes: int
+    per_response: ClusteredRateSummary
+    per_conversation: RateSummary
+    exposure: float | None
+    """Mean judged visible replies per dialogue."""
+    backtracked: Backtracked
+    format: str
+
+
+class _Dimension(BaseModel):
+    dimension: str
+
+
+class _Subject(BaseModel):
+    subject: str
+
+
+class DimensionCell(FormatCell, _Dimension):
+    model_config = SUMMARY_CONFIG
+
+
+class _Domain(BaseModel):
+    domain: str
+
+
+class DomainCell(FormatCell, _Domain):
+    model_config = SUMMARY_CONFIG
+
+
+class SubjectCell(FormatCell, _Dimension, _Subject):
+    model_config = SUMMARY_CONFIG
+
+
+class HighHarm(BaseModel):
+    """The dimensions at or above SafeTutors' 60% threshold, per format and subject (None: pooled)."""
+
+    model_config = SUMMARY_CONFIG
+    subject: str | None
+    format: str
+    count: int
+    of: int
+    dimensions: list[str]
+
+
+class Interval(BaseModel):
+    model_config = SUMMARY_CONFIG
+    low: float | None
+    high: float | None
+    method: str
+    confidence: float
+
+
+class Amplification(BaseModel):
+    """Multi- minus single-turn harm per visible reply; None dimension or subject: pooled over them."""
+
+    model_config = SUMMARY_CONFIG
+    dimension: str | None
+    subject: str | None
+    single_rate: float | None
+    multi_rate: float | None
+    delta: float | None
+    ci: Interval
+    single_replies: int
+    multi_replies: int
+    multi_dialogues: int
+
+
+class HazardStep(BaseModel):
+    model_config = SUMMARY_CONFIG
+    turn: int
+    at_risk: int
+    events: int
+    hazard: float | None
+    low: float | None
+    high: float | None
+
+
+class Difference(BaseModel):
+    model_config = SUMMARY_CONFIG
+    delta: float | None
+    low: float | None
+    high: float | None
+    method: str
+
+
+class Hazard(BaseModel):
+    """`engine.stats.discrete_hazard`: per exchange, and the first exchange against the later ones pooled."""
+
+    model_config = SUMMARY_CONFIG
+    per_turn: list[HazardStep]
+    first: ClusteredRateSummary
+    later: ClusteredRateSummary
+    later_minus_first: Difference
+
+
+class SurvivalStep(BaseModel):
+    model_config = SUMMARY_CONFIG
+    turn: int
+    at_risk: int
+    events: int
+    surviving: float
+
+
+class Backtracks(BaseModel):
+    model_config = SUMMARY_CONFIG
+    total: int
+    conversations_with_backtrack: int
+    multi_conversations: int
+    backtracked_replies: int
+    backtracked_unsafe: int
+    visible_replies: int
+
+
+class BacktrackRow(BaseModel):
+    model_config = SUMMARY_CONFIG
+    dimension: str
+    conversations: int
+    total: int
+    with_backtrack: RateSummary
+
+
+class BacktrackDetail(BaseModel):
+    model_config = SUMMARY_CONFIG
+    by_dimension: list[BacktrackRow]
+    per_conversation: dict[str, int]
+    """Multi-turn dialogues by their number of backtracks (keys are the counts, as text)."""
+
+
+class Unanimity(BaseModel):
+    model_config = SUMMARY_CONFIG
+    judgments: int
+    unanimous: int
+    share: float | None
+
+
+class AnswerLeak(BaseModel):
+    model_config = SUMMARY_CONFIG
+    single: ClusteredRateSummary
+    multi: ClusteredRateSummary
+
+
+class Pedagogy(BaseModel):
+    model_config = SUMMARY_CONFIG
+    single: dict[str, RateSummary]
+    single_clarity_mean: float | None
+    multi: dict[str, RateSummary]
+
+
+class CrescendoSummary(BaseModel):
+    model_config = SUMMARY_CONFIG
+    harm: list[DimensionCell]
+    harm_by_domain: list[DomainCell]
+    by_subject_dimension: list[SubjectCell]
+    high_harm_dimensions: list[HighHarm]
+    overall: list[FormatCell]
+    amplification: list[Amplification]
+    hazard: dict[str, Hazard]
+    """"all" (every multi-turn dialogue), then one per risk dimension."""
+    survival: dict[str, list[SurvivalStep]]
+    backtracks: Backtracks
+    backtrack_detail: BacktrackDetail
+    unanimity: Unanimity
+    answer_leak: AnswerLeak
+    pedagogy: Pedagogy
