@@ -22,18 +22,16 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from markupsafe import Markup
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.format import format_pct, format_rate, nanmean
-from engine.paired import correct_family, format_effect, format_p, paired_contrast
+from engine.format import nanmean
+from engine.paired import correct_family, paired_contrast
+from engine.report_blocks import Block, BlockSummarizer
 from engine.stats import clustered_rate
 
-from .cases_html import cases_html
+from .cases_blocks import cases_blocks
+from .cases_model import CasesSummary
 from .checklist import distinct_n, top_ngram
 
 __all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
@@ -78,8 +76,14 @@ def _order(types: set[str]) -> list[str]:
     return [t for t in CHALLENGE_ORDER if t in types] + sorted(types - set(CHALLENGE_ORDER))
 
 
-class CasesSummarizer:
-    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
+class CasesSummarizer(BlockSummarizer[CasesSummary]):
+    summary_model = CasesSummary
+
+    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
+        return CasesSummary.model_validate(self.results(records, manifest))
+
+    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
+        """The "cases" part of summary.json as plain data, before it is typed."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         skipped: dict[str, int] = defaultdict(int)
@@ -285,190 +289,15 @@ class CasesSummarizer:
             )
         return rows
 
-    # ---- rendering -----------------------------------------------------------------------------------------
-
-    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
-        """The report.html section: success and MCQ plots with intervals, reference gain, de-escalation, tables."""
-        return cases_html(summary["cases"])
+    def blocks(self, summary: CasesSummary, /) -> list[Block]:
+        """Success, criteria and MCQ plots with intervals, reference gain, de-escalation, diversity."""
+        return cases_blocks(summary.cases)
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         return episode_verdict(record)
 
     def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
         return episode_scores(record)
-
-    def render_markdown(self, summary: Mapping[str, Any], /) -> str:
-        data = summary["cases"]
-        lines = [
-            "## Open responses: success rate",
-            "",
-            "A response succeeds when at least one criterion of the case's checklist holds (majority of the judge "
-            "votes per criterion); overall pools both response types. Cells: rate [95% interval resampling cases] "
-            "(responses).",
-            "",
-        ]
-        lines += _success_table(data)
-        lines += [
-            "",
-            "## Criterion satisfaction",
-            "",
-            "| response | reference | responses | mean rate | criteria held [95% CI] |",
-            "|---|---|---|---|---|",
-        ]
-        for row in data["criteria"]:
-            if row["challenge_type"] != ALL:
-                continue
-            lines.append(
-                f"| {row['response']} | {row['reference']} | {row['responses']} | {format_pct(row['mean_rate'])} | "
-                f"{row['criteria_held']}/{row['criteria']} "
-                f"[{format_pct(row['pooled_low'])}, {format_pct(row['pooled_high'])}] |"
-            )
-        lines += [
-            "",
-            "## Multiple choice",
-            "",
-            "Accuracy with a 95% interval resampling cases; p: per-case accuracy against chance (one-sample t).",
-            "",
-        ]
-        lines += [
-            "| variant | response | challenge type | accuracy [95% CI] | n | chance | p | invalid |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for row in data["mcq"]:
-            lines.append(
-                f"| {row['variant']} | {row['response']} | {row['challenge_type']} | {format_rate(row)} | {row['n']} | "
-                f"{format_pct(row['chance'])} | {format_p(row['p_vs_chance'])} | {row['invalid']} |"
-            )
-        lines += [
-            "",
-            "## Reference gain",
-            "",
-            "Per case: with retrieved strategies of similar cases minus without "
-            "(paired Wilcoxon, rank-biserial r with a 95% bootstrap interval; fewer than 15 cases is "
-            "insufficient).",
-            "",
-        ]
-        lines += [
-            "| metric | response | without | with | gain | r [95% CI] | p | cases |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for row in data["reference_gain"]:
-            lines.append(
-                f"| {row['metric']} | {row['response']} | {format_pct(row['mean_none'])} | "
-                f"{format_pct(row['mean_retrieved'])} | "
-                f"{_signed(row['gain'])} | {format_effect(row, 'cases')} | {format_p(row['p'])} | {row['n']} |"
-            )
-        lines += [
-            "",
-            "## Interactive continuation: de-escalation",
-            "",
-            "| by | group | de-escalated [95% CI] | n |",
-            "|---|---|---|---|",
-        ]
-        for row in data["deescalation"]:
-            lines.append(f"| {row['by']} | {row['group']} | {format_rate(row)} | {row['n']} |")
-        lines += [
-            "",
-            "## Diversity of responses",
-            "",
-            "Distinct-n: unique n-grams / all n-grams over the group's "
-            "responses; the top 4-gram is the one found in the most responses.",
-            "",
-        ]
-        lines += [
-            "| response | reference | responses | distinct-1 | distinct-2 | distinct-3 | distinct-4 | "
-            "top 4-gram (share) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for row in data["diversity"]:
-            distinct = " | ".join(_frac(row[f"distinct_{n}"]) for n in DISTINCT_N)
-            top = f"{row['top_4gram']} ({format_pct(row['top_4gram_share'])})" if row["top_4gram"] else "–"
-            lines.append(f"| {row['response']} | {row['reference']} | {row['responses']} | {distinct} | {top} |")
-        if data["skipped"]:
-            lines += [
-                "",
-                "Skipped (the case lacks the material for the task): "
-                + ", ".join(f"{task} {count}" for task, count in data["skipped"].items()),
-            ]
-        return "\n".join(lines) + "\n"
-
-    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
-        data = summary["cases"]
-        columns = _columns(data)
-        success = Table(title="Open responses (Table 1): success rate (≥ 1 criterion holds), 95% case-bootstrap CI (n)")
-        success.add_column("challenge type")
-        for response, reference in columns:
-            success.add_column(Text(f"{response} · ref {reference}"), justify="right")
-        cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in data["success"]}
-        for challenge in [*data["challenge_types"], ALL]:
-            success.add_row(Text(challenge), *[Text(_cell(cells.get((challenge, *c)))) for c in columns])
-        mcq = Table(title="Multiple choice: accuracy vs chance (per-case t-test)")
-        for column in ("variant", "response", "accuracy [95% CI]", "n", "chance", "p", "invalid"):
-            mcq.add_column(column)
-        for row in data["mcq"]:
-            if row["challenge_type"] == ALL:
-                mcq.add_row(
-                    *map(
-                        Text,
-                        (
-                            row["variant"],
-                            row["response"],
-                            format_rate(row),
-                            str(row["n"]),
-                            format_pct(row["chance"]),
-                            format_p(row["p_vs_chance"]),
-                            str(row["invalid"]),
-                        ),
-                    )
-                )
-        gain = Table(title="Reference gain (paired per case: with − without retrieved strategies)")
-        for column in ("metric", "response", "without", "with", "gain", "r [95% CI]", "p", "cases"):
-            gain.add_column(column)
-        for row in data["reference_gain"]:
-            gain.add_row(
-                *map(
-                    Text,
-                    (
-                        row["metric"],
-                        row["response"],
-                        format_pct(row["mean_none"]),
-                        format_pct(row["mean_retrieved"]),
-                        _signed(row["gain"]),
-                        format_effect(row, "cases"),
-                        format_p(row["p"]),
-                        str(row["n"]),
-                    ),
-                )
-            )
-        calm = Table(title="Interactive continuation: de-escalation rate")
-        for column in ("by", "group", "de-escalated [95% CI]", "n"):
-            calm.add_column(column)
-        for row in data["deescalation"]:
-            calm.add_row(*map(Text, (row["by"], row["group"], format_rate(row), str(row["n"]))))
-        diversity = Table(title="Diversity of open responses")
-        for column in ("response", "reference", "n", "distinct-2", "distinct-4", "top 4-gram", "share"):
-            diversity.add_column(column)
-        for row in data["diversity"]:
-            diversity.add_row(
-                *map(
-                    Text,
-                    (
-                        row["response"],
-                        row["reference"],
-                        str(row["responses"]),
-                        _frac(row["distinct_2"]),
-                        _frac(row["distinct_4"]),
-                        row["top_4gram"] or "–",
-                        format_pct(row["top_4gram_share"]),
-                    ),
-                )
-            )
-        renderables: list[RenderableType] = [success, mcq, gain, calm, diversity]
-        if data["skipped"]:
-            renderables.append(
-                Text("skipped (no material): " + ", ".join(f"{t} {c}" for t, c in data["skipped"].items()))
-            )
-        return Group(*renderables)
 
 
 def episode_verdict(record: EpisodeRecord) -> str:
@@ -521,33 +350,6 @@ def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> dict[str, A
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
-
-
-def _columns(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return sorted({(r["response"], r["reference"]) for r in data["success"]})
-
-
-def _success_table(data: Mapping[str, Any]) -> list[str]:
-    columns = _columns(data)
-    cells = {(r["challenge_type"], r["response"], r["reference"]): r for r in data["success"]}
-    head = "| challenge type | " + " | ".join(f"{resp} · ref {ref}" for resp, ref in columns) + " |"
-    lines = [head, "|---|" + "---|" * len(columns)]
-    for challenge in [*data["challenge_types"], ALL]:
-        row = [cells.get((challenge, resp, ref)) for resp, ref in columns]
-        lines.append(f"| {challenge} | " + " | ".join(_cell(c) for c in row) + " |")
-    return lines
-
-
-def _frac(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
-
-
-def _signed(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:+.1f} pts"
-
-
-def _cell(row: Mapping[str, Any] | None) -> str:
-    return "–" if row is None else f"{format_rate(row)} ({row['n']})"
 
 
 SUMMARIZERS.add("cases", CasesSummarizer())

@@ -1,8 +1,9 @@
-"""Report blocks: a kind declares what to show (tables, forest plots, heatmaps, survival curves, histograms,
-notes) from its typed summary; the engine renders them once each as markdown, terminal tables and HTML. See
-`BlockSummarizer`."""
+"""Report blocks: a kind declares what to show (tables, forest and dot plots, heatmaps, survival curves,
+histograms, notes) from its typed summary; the engine renders them once each as markdown, terminal tables and
+HTML. See `BlockSummarizer`."""
 
 from .console import console_blocks
+from .dots import Dot, DotPanel, Dots, DotSeries
 from .histogram import Bar, BarPanel, Histogram
 from .html import html_blocks
 from .markdown import markdown_blocks
@@ -20,7 +21,7 @@ from .model import (
     Strong,
     Table,
 )
-from .rates import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
+from .rates import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary, RateSummary
 from .summarizer import BlockSummarizer
 from .survival import Curve, CurvePoint, Survival
 
@@ -32,10 +33,15 @@ __all__ = (
     "BlockCell",
     "BlockSummarizer",
     "ClusteredRateSummary",
+    "ContrastSummary",
     "Brief",
     "Bullets",
     "Curve",
     "CurvePoint",
+    "Dot",
+    "DotPanel",
+    "DotSeries",
+    "Dots",
     "Forest",
     "ForestPanel",
     "Heatmap",

@@ -10,6 +10,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..report_html.blocks import Cell, new_figure, paragraph, plot, section, table
+from .dots import Dots, dots_html
 from .histogram import Histogram, histogram_html
 from .model import Block, BlockCell, Brief, Bullets, Forest, Heatmap, Note, Section, Strong, Table
 from .survival import Survival, survival_html
@@ -127,6 +128,8 @@ def _block(block: Block) -> Markup:
         return survival_html(block, _numbers(block.numbers))
     if isinstance(block, Histogram):
         return histogram_html(block, _numbers(block.numbers))
+    if isinstance(block, Dots):
+        return dots_html(block, _numbers(block.numbers))
     return _heatmap(block)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .dots import Dots
 from .histogram import Histogram
 from .survival import Survival
 
@@ -152,7 +153,7 @@ class Section:
     key: str = ""
 
 
-Block = Section | Table | Note | Bullets | Forest | Heatmap | Survival | Histogram
+Block = Section | Table | Note | Bullets | Forest | Heatmap | Survival | Histogram | Dots
 
 
 def tables_of(block: Block) -> Sequence[Table]:
@@ -161,6 +162,6 @@ def tables_of(block: Block) -> Sequence[Table]:
         return (block,)
     if isinstance(block, Forest):
         return (block.numbers,)
-    if isinstance(block, Heatmap | Survival | Histogram):
+    if isinstance(block, Heatmap | Survival | Histogram | Dots):
         return block.numbers
     return ()

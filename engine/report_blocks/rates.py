@@ -1,11 +1,11 @@
-"""`engine.stats` rates as they appear in a typed summary: what `Rate.as_dict()` and
-`ClusteredRate.as_dict()` write to summary.json, key for key, so kinds type them once."""
+"""`engine.stats` rates and `engine.paired` contrasts as they appear in a typed summary: what their
+`as_dict()` writes to summary.json, key for key, so kinds type them once."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ("SUMMARY_CONFIG", "ClusteredRateSummary", "RateSummary")
+__all__ = ("SUMMARY_CONFIG", "ClusteredRateSummary", "ContrastSummary", "RateSummary")
 
 SUMMARY_CONFIG = ConfigDict(extra="forbid", frozen=True)
 """A summary part read back from disk must have exactly the keys its model writes."""
@@ -33,3 +33,21 @@ class ClusteredRateSummary(BaseModel):
     low: float | None
     high: float | None
     method: str
+
+
+class ContrastSummary(BaseModel):
+    """A paired contrast (`engine.paired.Contrast.as_dict()`); `correct_family` adds `p_family` after it."""
+
+    model_config = SUMMARY_CONFIG
+    a: str
+    b: str
+    n: int
+    status: str
+    r: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p: float | None
+    p_adjusted: float | None
+    mean_diff: float | None
+    meaningful: bool
+    violation: bool

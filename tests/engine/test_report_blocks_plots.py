@@ -13,6 +13,10 @@ from engine.report_blocks import (
     Bullets,
     Curve,
     CurvePoint,
+    Dot,
+    DotPanel,
+    Dots,
+    DotSeries,
     Heatmap,
     Histogram,
     Section,
@@ -75,6 +79,57 @@ RATES = Heatmap(
     light_above=0.6,
     columns_on_top=True,
 )
+
+
+SHARES = DotPanel(
+    ("a", PLANTED),
+    (DotSeries("x", (Dot(0.5, 0.3, 0.7, highlight=True), None)), DotSeries("y", (Dot(0.4), Dot(0.2, 0.1, 0.3)))),
+    title="variant (chance 50%)",
+    lines=(0.5,),
+    ticks=((0, 0.25),),
+    highlight_color="#12b76a",
+)
+DOTS = (
+    Dots(
+        (SHARES, DotPanel(("b",), (DotSeries("z", (Dot(0.9, 0.8, 1.0),)),), title="second")),
+        (Table(("row", "x"), (("a", "50%"),), key="stacked"),),
+        key="stacked",
+        caption="stacked panels",
+        stacked=True,
+    ),
+    Dots(
+        (
+            DotPanel(
+                ("a", "b"),
+                (DotSeries("before", (Dot(0.2), None)), DotSeries("after", (Dot(0.6), Dot(0.3)))),
+                joined=True,
+            ),
+            DotPanel(
+                ("a", "b"),
+                (DotSeries("r", (Dot(0.4, 0.1, 0.7, True), Dot(-0.1, -0.5, 0.3))),),
+                xlim=(-1.05, 1.05),
+                band=0.1,
+            ),
+        ),
+        (Table(("row", "r"), (("a", "+0.40"),), title="Side by side", key="side"),),
+        key="side",
+        caption="means and effects",
+        console=True,
+    ),
+)
+
+
+def test_dot_plots_draw_stacked_and_side_by_side_panels_before_their_numbers() -> None:
+    html = str(html_blocks(list(DOTS)))
+    assert len(re.findall(r'<svg class="plot-svg"', html)) == 2
+    for key in ("stacked", "side"):
+        assert html.index(f'id="tbl-{key}"') > html.index(f'id="fig-{key}"')
+    assert PLANTED not in html and ESCAPED in html and "variant (chance 50%)" in html
+    assert html_blocks(list(DOTS)) == html_blocks(list(DOTS))
+    assert "| a | 50% |" in markdown_blocks(list(DOTS))
+    console = Console(width=100, record=True, color_system=None)
+    console.print(console_blocks(list(DOTS)))
+    assert "Side by side" in console.export_text() and "50%" not in console.export_text()
 
 
 def _blocks() -> list[Block]:

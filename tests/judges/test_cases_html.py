@@ -16,8 +16,9 @@ from engine.cli import main
 from engine.report import REPORT_HTML
 from engine.report_html import EpisodeScores, EpisodeVerdict
 from engine.rundir import RunDir
-from judges.cases_html import cases_html, rate_cell
-from judges.cases_summary import episode_scores
+from judges.cases_blocks import rate_cell
+from judges.cases_model import McqRow, SuccessRow
+from judges.cases_summary import CasesSummarizer, episode_scores
 from tests.helpers import ESCAPED, PLANTED
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "casebench.yaml"
@@ -46,11 +47,11 @@ def test_report_has_every_plot_with_its_table(run: Path) -> None:
         for r in summary["success"]
         if (r["challenge_type"], r["response"], r["reference"]) == ("all", "immediate", "none")
     )
-    assert f"<td>{rate_cell(pooled)}</td>" in html
+    assert f"<td>{rate_cell(SuccessRow.model_validate(pooled))}</td>" in html
     binary = next(
         r for r in summary["mcq"] if (r["variant"], r["response"], r["challenge_type"]) == ("binary", "all", "all")
     )
-    assert f"<td>{rate_cell(binary)}</td>" in html and "binary (chance 50%)" in html
+    assert f"<td>{rate_cell(McqRow.model_validate(binary))}</td>" in html and "binary (chance 50%)" in html
     gains = summary["reference_gain"]
     assert len(gains) == 6 and all(f"{g['r']:+.2f} [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]" in html for g in gains)
     assert "no HTML section of its own" not in html
@@ -121,7 +122,7 @@ def _empty(**rows: Any) -> dict[str, Any]:
 
 def test_missing_tasks_say_why_instead_of_plotting() -> None:
     """A run of one task only (e.g. `design.tasks=[mcq4]`) renders the other sections as explanations."""
-    html = str(cases_html(_empty()))
+    html = str(CasesSummarizer().render_html({"cases": _empty()}))
     assert "plot-svg" not in html
     for reason in ("the open task did not run", "No multiple-choice task ran", "design.reference: false"):
         assert reason in html

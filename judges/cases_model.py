@@ -1,0 +1,123 @@
+"""The `cases` summary as types: its JSON is summary.json's "cases" part, key for key and in the same order
+(a row's grouping keys first, then its statistics)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from engine.report_blocks import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary
+
+__all__ = (
+    "CasesResults",
+    "CasesSummary",
+    "CriteriaRow",
+    "DeescalationRow",
+    "DiversityRow",
+    "GainRow",
+    "McqRow",
+    "SuccessRow",
+)
+
+
+class _Group(BaseModel):
+    challenge_type: str
+    response: str
+    reference: str
+
+
+class SuccessRow(ClusteredRateSummary, _Group):
+    """Open responses with at least one checklist criterion held; `response` "overall" pools both types."""
+
+    model_config = SUMMARY_CONFIG
+
+
+class CriteriaRow(_Group):
+    """The mean per-response satisfaction rate and the pooled share of criteria held, resampling cases."""
+
+    model_config = SUMMARY_CONFIG
+    responses: int
+    mean_rate: float | None
+    criteria_held: int
+    criteria: int
+    pooled_low: float | None
+    pooled_high: float | None
+
+    @property
+    def pooled(self) -> float | None:
+        return self.criteria_held / self.criteria if self.criteria else None
+
+
+class _McqKeys(BaseModel):
+    variant: str
+    response: str
+    challenge_type: str
+    chance: float | None
+    invalid: int
+    p_vs_chance: float | None
+
+
+class McqRow(ClusteredRateSummary, _McqKeys):
+    """Accuracy against chance (1 / options); p: per-case accuracies against chance, one-sample t."""
+
+    model_config = SUMMARY_CONFIG
+
+
+class _GainKeys(BaseModel):
+    metric: str
+    response: str
+    mean_retrieved: float | None
+    mean_none: float | None
+    gain: float | None
+
+
+class GainRow(ContrastSummary, _GainKeys):
+    """Retrieved strategies minus none, paired per case (`engine.paired`), BH-corrected over every gain."""
+
+    model_config = SUMMARY_CONFIG
+    p_family: float | None
+
+
+class _DeescalationKeys(BaseModel):
+    by: str
+    group: str
+
+
+class DeescalationRow(ClusteredRateSummary, _DeescalationKeys):
+    model_config = SUMMARY_CONFIG
+
+
+class DiversityRow(BaseModel):
+    model_config = SUMMARY_CONFIG
+    response: str
+    reference: str
+    responses: int
+    distinct_1: float | None
+    distinct_2: float | None
+    distinct_3: float | None
+    distinct_4: float | None
+    top_4gram: str | None
+    top_4gram_share: float | None
+
+    def distinct(self, n: int) -> float | None:
+        found = getattr(self, f"distinct_{n}")
+        assert found is None or isinstance(found, float)
+        return found
+
+
+class CasesResults(BaseModel):
+    model_config = SUMMARY_CONFIG
+    tutor: str | list[str] | None
+    challenge_types: list[str]
+    success: list[SuccessRow]
+    criteria: list[CriteriaRow]
+    mcq: list[McqRow]
+    reference_gain: list[GainRow]
+    deescalation: list[DeescalationRow]
+    diversity: list[DiversityRow]
+    skipped: dict[str, int]
+    """Episodes per task whose case lacks the task's material."""
+
+
+class CasesSummary(BaseModel):
+    model_config = SUMMARY_CONFIG
+    cases: CasesResults
