@@ -45,6 +45,8 @@ def _walk(blocks: Sequence[Block]) -> Iterator[RenderableType]:
                 yield Text(block.text)
         elif isinstance(block, Bullets):
             if block.console:
+                if block.lead:
+                    yield Text(block.lead, style="bold")
                 yield Text("\n".join(f"- {item}" for item in block.items))
         elif isinstance(block, Table | Forest) or block.console:
             for table in tables_of(block):

@@ -110,7 +110,8 @@ def _numbers(tables: Sequence[Table]) -> Markup:
 
 
 def _bullets(block: Bullets) -> Markup:
-    return Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i) for i in block.items))
+    items = Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i) for i in block.items))
+    return (paragraph(Markup("<strong>{}</strong>").format(block.lead)) if block.lead else Markup("")) + items
 
 
 def _block(block: Block) -> Markup:

@@ -35,7 +35,7 @@ def _block(block: Block, level: int) -> list[str]:
     if isinstance(block, Note):
         return [block.text]
     if isinstance(block, Bullets):
-        return [f"- {item}" for item in block.items]
+        return [*([f"**{block.lead}**", ""] if block.lead else []), *(f"- {item}" for item in block.items)]
     shown: list[str] = []
     for table in tables_of(block):
         shown += [*([""] if shown else []), *markdown_table(table)]

@@ -138,10 +138,12 @@ class Heatmap:
 
 @dataclass(frozen=True)
 class Bullets:
-    """A list of short statements (a markdown list); the terminal shows it only with `console`."""
+    """A list of short statements (a markdown list) after an optional bold `lead`; the terminal shows it only
+    with `console`."""
 
     items: tuple[str, ...]
     console: bool = False
+    lead: str = ""
 
 
 @dataclass(frozen=True)
