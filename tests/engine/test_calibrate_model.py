@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from engine import ModelSpec
 from engine.calibrate import LABEL_SOURCES, calibrate, render_markdown
 from engine.calibrate_model import CalibrationReport
-from engine import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"
