@@ -172,6 +172,27 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
                     for d in dimensions
                 },
             },
+            **self._backtrack_parts(cells, multi_records, dimensions),
+            "unanimity": self._unanimity(ok),
+            "answer_leak": {fmt: self._leak(cells, ok, fmt, seed) for fmt in FORMATS},
+            "pedagogy": {
+                "single": {
+                    m: self._conversation_rate([r for r in ok if r.condition.get("format") == "single"], m)
+                    for m in SINGLE_METRICS
+                },
+                "single_clarity_mean": self._mean(
+                    _conversation_value(r, "clarity") for r in ok if r.condition.get("format") == "single"
+                ),
+                "multi": {m: self._conversation_rate(multi_records, m) for m in MULTI_METRICS},
+            },
+        }
+
+    def _backtrack_parts(
+        self, cells: _Cells, multi_records: Sequence[EpisodeRecord], dimensions: Sequence[str]
+    ) -> dict[str, Any]:
+        """Backtracks in multi-turn dialogues: totals, the replies taken back, per dimension and per dialogue."""
+        counts = Counter(int(r.metrics.get("backtracks") or 0) for r in multi_records)
+        return {
             "backtracks": {
                 "total": sum(int(r.metrics.get("backtracks") or 0) for r in multi_records),
                 "conversations_with_backtrack": sum(1 for r in multi_records if (r.metrics.get("backtracks") or 0)),
@@ -185,22 +206,7 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
                     self._backtracks([r for r in multi_records if r.condition.get("dimension") == d], d)
                     for d in dimensions
                 ],
-                "per_conversation": {
-                    str(k): v
-                    for k, v in sorted(Counter(int(r.metrics.get("backtracks") or 0) for r in multi_records).items())
-                },
-            },
-            "unanimity": self._unanimity(ok),
-            "answer_leak": {fmt: self._leak(cells, ok, fmt, seed) for fmt in FORMATS},
-            "pedagogy": {
-                "single": {
-                    m: self._conversation_rate([r for r in ok if r.condition.get("format") == "single"], m)
-                    for m in SINGLE_METRICS
-                },
-                "single_clarity_mean": self._mean(
-                    _conversation_value(r, "clarity") for r in ok if r.condition.get("format") == "single"
-                ),
-                "multi": {m: self._conversation_rate(multi_records, m) for m in MULTI_METRICS},
+                "per_conversation": {str(k): v for k, v in sorted(counts.items())},
             },
         }
 
