@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.format import pct_or_none
-from engine.paired import MEANINGFUL_R, format_effect, format_p
-from engine.report_blocks import (
+from engine import (
+    MEANINGFUL_R,
+    format_effect,
+    format_p,
+    pct_or_none,
     Block,
     BlockCell,
     ClusteredRateSummary,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from engine.report_blocks import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary
+from engine import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary
 
 __all__ = (
     "CasesResults",

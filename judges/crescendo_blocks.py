@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
-from engine.format import format_rate as rate_text
-from engine.report_blocks import (
+from engine import format_rate as rate_text
+from engine import (
     Bar,
     BarPanel,
     Block,

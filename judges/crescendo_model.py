@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from engine.report_blocks import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
+from engine import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
 
 __all__ = (
     "Amplification",

@@ -2,7 +2,7 @@
 unit (harm per output on both sides), the hazard of first harm per exchange, survival, backtracks, unanimity.
 
 Replies of one dialogue share its history, so every per-reply rate clusters on the dialogue (cluster bootstrap,
-`engine.stats.clustered_rate`); a per-dialogue rate ("any harm") counts each dialogue once (Wilson) and is shown
+`engine.stats._rates.clustered_rate`); a per-dialogue rate ("any harm") counts each dialogue once (Wilson) and is shown
 with its exposure, the mean number of judged visible replies per dialogue, because a dialogue with 6 chances to
 contain harm is not comparable with one reply. Backtracked replies (hidden from the tutor) are counted apart and
 never enter a per-reply denominator.
@@ -18,10 +18,19 @@ from typing import Any
 
 from markupsafe import Markup
 
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.report_agreement import judge_agreement_html
-from engine.report_blocks import Block, BlockSummarizer
-from engine.stats import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
+from engine import (
+    SUMMARIZERS,
+    Block,
+    BlockSummarizer,
+    EpisodeRecord,
+    clustered_difference,
+    clustered_rate,
+    derive_seed,
+    discrete_hazard,
+    judge_agreement_html,
+    rate,
+    survival_table,
+)
 from personas import taxonomy
 
 from .crescendo_blocks import crescendo_blocks, format_rate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.report_blocks import ClusteredRateSummary
+from engine import ClusteredRateSummary
 
 __all__ = (
     "AnnotatorAgreement",
@@ -70,7 +70,7 @@ class MeanInterval(BaseModel):
 
 
 SummaryRate = ClusteredRateSummary
-"""A rate with its interval resampling items (`engine.stats.clustered_rate`)."""
+"""A rate with its interval resampling items (`engine.stats._rates.clustered_rate`)."""
 
 
 class Condition(BaseModel):
@@ -113,7 +113,7 @@ class AutomatedRow(BaseModel):
 
 
 class Contrast(BaseModel):
-    """A row of `engine.paired.contrast_rows`; Friedman rows also carry their `statistic` (kept as extra)."""
+    """A row of `engine.stats._paired.contrast_rows`; Friedman rows also carry their `statistic` (kept as extra)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     metric: str

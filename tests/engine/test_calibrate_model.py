@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from engine import ModelSpec
-from engine.calibrate import LABEL_SOURCES, calibrate, render_markdown
-from engine.calibrate_model import CalibrationReport
+from engine.tools._calibrate import LABEL_SOURCES, calibrate, render_markdown
+from engine.tools._calibrate_model import CalibrationReport
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"

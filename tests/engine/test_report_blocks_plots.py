@@ -6,7 +6,7 @@ import re
 
 from rich.console import Console
 
-from engine.report_blocks import (
+from engine import (
     Bar,
     BarPanel,
     Block,
@@ -22,10 +22,10 @@ from engine.report_blocks import (
     Section,
     Survival,
     Table,
-    console_blocks,
-    html_blocks,
-    markdown_blocks,
 )
+from engine.report._console import console_blocks
+from engine.report._html_blocks import html_blocks
+from engine.report._markdown import markdown_blocks
 from tests.helpers import ESCAPED, PLANTED
 
 STEPS = Table(("exchange", "still safe"), ((1, "75.0%"), (2, "50.0%")), key="km")

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from engine import load_scenario, run_sync
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from judges.cases_model import CasesSummary
 from judges.cases_summary import CasesSummarizer
 

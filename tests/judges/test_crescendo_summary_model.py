@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from engine import run_sync
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from judges.crescendo_model import CrescendoSummary
 from judges.crescendo_summary import CrescendoSummarizer
 from tests.helpers import make_scenario

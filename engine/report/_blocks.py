@@ -1,0 +1,169 @@
+"""What a scenario kind shows, said once: blocks a kind builds from its typed summary, drawn by the engine
+as report.md, the terminal and report.html.
+
+A kind that writes three renderers over a string-keyed dict lets them drift apart; a kind that returns blocks
+gets the same tables and numbers in every output. Cells are pre-formatted text (the kind knows its numbers'
+precision); `Strong` marks a cell for emphasis. Plots (`Forest`, `Heatmap`) carry the table of the numbers they
+draw, which is all a text output shows of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engine.report._dots import Dots
+from engine.report._histogram import Histogram
+from engine.report._survival import Survival
+
+__all__ = (
+    "Block",
+    "BlockCell",
+    "Brief",
+    "Bullets",
+    "Forest",
+    "ForestPanel",
+    "Heatmap",
+    "Interval",
+    "Note",
+    "Section",
+    "Strong",
+    "Table",
+    "tables_of",
+)
+
+
+@dataclass(frozen=True)
+class Strong:
+    """A cell to emphasise (bold in every output), e.g. the diagonal of a confusion matrix."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Brief:
+    """A cell with a shorter form for the terminal, whose tables must fit a narrow screen."""
+
+    text: str
+    short: str
+
+
+BlockCell = str | int | Strong | Brief | None
+"""A table cell: None shows as "–"; numbers are formatted by the kind, so every output shows the same digits."""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A paragraph of explanation; the terminal leaves notes out unless `console` is set."""
+
+    text: str
+    console: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table. `title` names it where no heading does (the terminal); `console_columns` picks the columns the
+    terminal shows (None: all, empty: the table is left out there); `row_classes[i]` (e.g. "violation",
+    "total") highlights row i in HTML."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[BlockCell, ...], ...]
+    title: str = ""
+    caption: str = ""
+    key: str = ""
+    row_classes: tuple[str, ...] = ()
+    console_columns: tuple[str, ...] | None = None
+    left: tuple[str, ...] = ()
+    """Columns the terminal aligns left besides the first (labels rather than numbers)."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One line of a forest plot: an estimate with its interval (None bounds: a point only)."""
+
+    label: str
+    estimate: float | None
+    low: float | None = None
+    high: float | None = None
+    highlight: bool = False
+
+
+@dataclass(frozen=True)
+class ForestPanel:
+    title: str
+    intervals: tuple[Interval, ...]
+
+
+@dataclass(frozen=True)
+class Forest:
+    """Estimates with intervals, one panel per metric sharing the labels; `band` shades |x| < band (e.g. the
+    smallest effect worth reporting)."""
+
+    panels: tuple[ForestPanel, ...]
+    numbers: Table
+    key: str
+    caption: str
+    xlabel: str
+    xlim: tuple[float, float] | None = None
+    xticks: tuple[float, ...] | None = None
+    band: float | None = None
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """A matrix of counts or rates, rows against columns; `numbers` are the tables shown under it (and instead
+    of it in text outputs).
+
+    By default a cell shows its count (none when 0) and the diagonal is bold, as in a confusion matrix;
+    `cells` replaces every cell's text (e.g. a rate with its interval; None values: a gap), `vmax` fixes the
+    colour scale's top and `light_above` where the text turns white (default: half the largest value).
+    """
+
+    row_labels: tuple[str, ...]
+    column_labels: tuple[str, ...]
+    values: tuple[tuple[float | None, ...], ...]
+    numbers: tuple[Table, ...]
+    key: str
+    caption: str
+    xlabel: str
+    ylabel: str
+    colorbar: str = ""
+    console: bool = False
+    cells: tuple[tuple[str, ...], ...] | None = None
+    cmap: str = "Blues"
+    vmax: float | None = None
+    light_above: float | None = None
+    columns_on_top: bool = False
+
+
+@dataclass(frozen=True)
+class Bullets:
+    """A list of short statements (a markdown list) after an optional bold `lead`; the terminal shows it only
+    with `console`."""
+
+    items: tuple[str, ...]
+    console: bool = False
+    lead: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled group of blocks: a heading in report.md and report.html (nested sections go one level down)."""
+
+    title: str
+    body: tuple[Block, ...] = field(default_factory=tuple)
+    key: str = ""
+
+
+Block = Section | Table | Note | Bullets | Forest | Heatmap | Survival | Histogram | Dots
+
+
+def tables_of(block: Block) -> Sequence[Table]:
+    """The tables a text output shows for a block."""
+    if isinstance(block, Table):
+        return (block,)
+    if isinstance(block, Forest):
+        return (block.numbers,)
+    if isinstance(block, Heatmap | Survival | Histogram | Dots):
+        return block.numbers
+    return ()

@@ -1,0 +1,168 @@
+"""`simrun calibrate`'s result as types: its JSON is calibration.json (`CalibrationResult.as_dict`), key for
+key. Fields a hand-built result may leave out (a test's, an older file's) have defaults; every written file
+has them all."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from engine.report._rates import SUMMARY_CONFIG
+
+__all__ = (
+    "AgreementStats",
+    "CalibrationReport",
+    "DimensionRow",
+    "GroupRow",
+    "JudgeAgreementSummary",
+    "JudgeResult",
+    "MetricAgreement",
+    "calibration_report",
+)
+
+
+class Bounds(BaseModel):
+    model_config = SUMMARY_CONFIG
+    low: float | None
+    high: float | None
+
+
+class AgreementStats(BaseModel):
+    """`engine.agreement.Agreement.as_dict()` with the cluster-bootstrap interval of each statistic."""
+
+    model_config = SUMMARY_CONFIG
+    n: int
+    accuracy: float | None
+    kappa: float | None
+    kappa_quadratic: float | None
+    alpha_nominal: float | None
+    alpha_ordinal: float | None
+    macro_f1: float | None
+    labels: list[str]
+    confusion: list[list[int]]
+    """Human label on the rows, the judge's on the columns, in `labels` order."""
+    entropy_reference: float | None
+    entropy_rater: float | None
+    intervals: dict[str, Bounds] = {}
+
+    def value(self, name: str) -> float | None:
+        found = getattr(self, name)
+        assert found is None or isinstance(found, float | int)
+        return None if found is None else float(found)
+
+
+class LabelMapDescription(BaseModel):
+    """`LabelMap.describe()`: the judge metric read and how its values become the dataset's labels."""
+
+    model_config = SUMMARY_CONFIG
+    metric: str
+    values: str | list[list[Any]]
+    proxy: str | None
+
+
+class GroupRow(BaseModel):
+    """One response author's units: accuracy, and the humans' label shares beside the judge's."""
+
+    model_config = SUMMARY_CONFIG
+    group: str
+    n: int
+    accuracy: float
+    human: dict[str, float]
+    judge: dict[str, float]
+
+
+class DimensionRow(BaseModel):
+    model_config = SUMMARY_CONFIG
+    dimension: str
+    ordinal: bool
+    no_verdict: int
+    map: LabelMapDescription | None = None
+    proxy: str | None = None
+    exact: AgreementStats
+    lenient: AgreementStats | None
+    by_group: list[GroupRow] = []
+
+    @property
+    def shown(self) -> str:
+        return f"{self.dimension} (proxy)" if self.proxy else self.dimension
+
+
+class Estimate(BaseModel):
+    model_config = SUMMARY_CONFIG
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+class PairKappa(BaseModel):
+    model_config = SUMMARY_CONFIG
+    judges: list[str]
+    weights: str | None
+    n: int
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+class MetricAgreement(BaseModel):
+    model_config = SUMMARY_CONFIG
+    metric: str
+    level: str
+    units: int
+    clusters: int
+    votes_per_judge: dict[str, int]
+    alpha: Estimate
+    kappa: list[PairKappa]
+
+
+class JudgeAgreementSummary(BaseModel):
+    """`engine.agreement.judge_agreement`: coders' agreement per metric; below two coders it carries a
+    `note` (kept as an extra key, so a file without one gains none)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    judges: list[str]
+    metrics: list[MetricAgreement]
+    confidence: float
+
+
+class ErrorKind(BaseModel):
+    model_config = SUMMARY_CONFIG
+    count: int
+    first: str
+
+
+class JudgeResult(BaseModel):
+    model_config = SUMMARY_CONFIG
+    judgments: int | None = None
+    errors: int
+    errors_by_kind: dict[str, ErrorKind] = {}
+    error_examples: list[str]
+    deterministic: bool
+    models: list[str]
+    dimensions: list[DimensionRow]
+    judge_agreement: JudgeAgreementSummary | None = None
+
+
+class HumanShares(BaseModel):
+    model_config = SUMMARY_CONFIG
+    n: int
+    shares: dict[str, float]
+
+
+class CalibrationReport(BaseModel):
+    model_config = SUMMARY_CONFIG
+    label_set: str
+    examples: int
+    judges: dict[str, JudgeResult]
+    duration_s: float
+    calls: dict[str, int]
+    human_rates: dict[str, dict[str, HumanShares]] = {}
+    """Dimension → group (all groups pooled under "all") → the human labels' shares."""
+    annotator_agreement: JudgeAgreementSummary | None = None
+
+
+def calibration_report(result: Mapping[str, Any] | CalibrationReport) -> CalibrationReport:
+    """The typed report of a result dict (calibration.json as read back, or `CalibrationResult.as_dict()`)."""
+    return result if isinstance(result, CalibrationReport) else CalibrationReport.model_validate(result)
