@@ -11,9 +11,6 @@ from collections.abc import Sequence
 
 from engine import (
     MEANINGFUL_R,
-    format_effect,
-    format_p,
-    pct_or_none,
     Block,
     BlockCell,
     ClusteredRateSummary,
@@ -24,6 +21,9 @@ from engine import (
     Note,
     Section,
     Table,
+    format_effect,
+    format_p,
+    pct_or_none,
 )
 
 from .cases_model import CasesResults, CriteriaRow, GainRow, McqRow

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
-from engine import format_rate as rate_text
 from engine import (
     Bar,
     BarPanel,
@@ -29,6 +28,7 @@ from engine import (
     Survival,
     Table,
 )
+from engine import format_rate as rate_text
 
 from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SurvivalStep
 
@@ -106,11 +106,11 @@ def _harm_table(view: _View) -> Table:
     return Table(
         (
             "dimension",
-            "single-turn (per reply)",
-            "multi-turn (per reply)",
-            "multi-turn (per dialogue)",
+            "single / reply",
+            "multi / reply",
+            "multi / dialogue",
             "exposure",
-            "amplification (per reply, 95% CI)",
+            "amplification, pp",
         ),
         tuple(rows),
         title="Harm rate by risk dimension (per visible reply), % [95% cluster-bootstrap interval]",

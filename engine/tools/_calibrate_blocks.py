@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import math
 
-from engine.tools._calibrate_model import AgreementStats, CalibrationReport, DimensionRow, JudgeAgreementSummary, JudgeResult
 from engine.core._format import format_pct
 from engine.report._blocks import Block, BlockCell, Bullets, Heatmap, Note, Section, Strong, Table
+from engine.tools._calibrate_model import (
+    AgreementStats,
+    CalibrationReport,
+    DimensionRow,
+    JudgeAgreementSummary,
+    JudgeResult,
+)
 
 __all__ = ("agreement_blocks", "confusion_blocks")
 
