@@ -17,11 +17,11 @@ judge must beat.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import anyio
 import click
@@ -33,7 +33,6 @@ from rich.text import Text
 from engine.core._errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
 from engine.core._inputs import parse_yaml
 from engine.core._records import Judgment
-from engine.core._registry import Registry
 from engine.models._client import CallStats, ModelClient
 from engine.models._provider import PROVIDERS
 from engine.models._throttle import Throttle
@@ -41,7 +40,6 @@ from engine.report._blocks import Section
 from engine.report._console import console_blocks
 from engine.report._markdown import markdown_blocks
 from engine.runtime._plugins import JUDGES, EpisodeContext, Judge, Utterance, options_model
-from engine.scenario._items import Item
 from engine.scenario._load import parse_model_override
 from engine.scenario._plan import Episode, derive_seed
 from engine.scenario._spec import ModelSpec, Scenario
@@ -56,6 +54,7 @@ from engine.stats._agreement import (
 from engine.tools._calibrate_blocks import agreement_blocks, confusion_blocks
 from engine.tools._calibrate_html import render_calibration_html
 from engine.tools._calibrate_model import CalibrationReport, calibration_report
+from engine.tools._label_sets import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, LabelSource, Reader
 
 __all__ = (
     "LABEL_SOURCES",
@@ -71,92 +70,6 @@ __all__ = (
     "render_markdown",
     "run_calibration",
 )
-
-Reader = Callable[[Sequence[Judgment]], str | None]
-"""Reads one dimension's label from a judge's judgments on one example (None: the judge gave no verdict)."""
-
-
-@dataclass(frozen=True)
-class LabelMap:
-    """A documented reader: which judge metric answers a dimension, and how its values become the dataset's labels.
-
-    `values` pairs each judge value (after `key`, e.g. "rate > 0") with a dataset label; a value mapped to None,
-    or not listed, is no verdict and the unit is dropped. `proxy` says why the metric is not the dataset's own
-    question (None: it is); reports mark such rows. With `passthrough`, a string value is the label itself.
-    """
-
-    metric: str
-    values: tuple[tuple[Any, str | None], ...] = ()
-    proxy: str | None = None
-    key: Callable[[Any], Any] | None = None
-    key_text: str | None = None
-    """How `key` reads the value, for the documented table (e.g. "tutor_question_rate > 0")."""
-    passthrough: bool = False
-
-    def __call__(self, judgments: Sequence[Judgment], /) -> str | None:
-        value = next((j.value for j in judgments if j.metric == self.metric), None)
-        if value is None:
-            return None
-        if self.passthrough:
-            return value if isinstance(value, str) else None
-        if self.key is not None:
-            value = self.key(value)
-        for judge_value, label in self.values:
-            if type(judge_value) is type(value) and judge_value == value:
-                return label
-        return None
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "metric": self.key_text or self.metric,
-            "values": "label as given" if self.passthrough else [[v, label] for v, label in self.values],
-            "proxy": self.proxy,
-        }
-
-
-@dataclass(frozen=True)
-class Dimension:
-    name: str
-    labels: tuple[str, ...]
-    """Every label, lowest first when `ordinal`."""
-    ordinal: bool = False
-    lenient: Mapping[str, str] | None = None
-    """Collapse for the lenient view (e.g. "To some extent" → "Yes"); None: no lenient view."""
-
-
-@dataclass(frozen=True)
-class Example:
-    id: str
-    item: Item
-    """What a judge may read besides the dialogue: the problem and its reference answer (may be empty)."""
-    history: tuple[tuple[Literal["tutor", "student"], str], ...]
-    response: str
-    labels: Mapping[str, str]
-    """Human label per dimension (a dimension may be missing)."""
-    group: str = ""
-    """Who wrote the response (e.g. the MRBench tutor), for breakdowns."""
-    condition: Mapping[str, str] = field(default_factory=dict)
-    """The episode condition a judge reads (e.g. the SafeTutors risk dimension for `harm`)."""
-
-
-@dataclass(frozen=True)
-class LabelSet:
-    name: str
-    dimensions: tuple[Dimension, ...]
-    examples: tuple[Example, ...]
-    readers: Mapping[str, Mapping[str, Reader]]
-    """Judge name → dimension → reader: which of a judge's metrics answer which dimension."""
-    annotator_agreement: Mapping[str, Any] | None = None
-    """Agreement between the human annotators, where several labelled one item (generic label files)."""
-
-
-class LabelSource(Protocol):
-    """Reads a human-labelled file; bad input raises `ScenarioError`. `options` are the source's own."""
-
-    def __call__(self, path: Path, options: Mapping[str, Any], /) -> LabelSet: ...
-
-
-LABEL_SOURCES: Registry[LabelSource] = Registry("label source")
 
 
 @dataclass
