@@ -1,7 +1,7 @@
 """Dot plots of estimates with intervals, several series per row: rates on a 0–1 axis against a chance line,
 the same groups under two conditions joined (before → after), or effects around 0 with a band of negligible
-sizes. Unlike `Forest` (one estimate per label and panel), a row here holds one dot per series, offset so
-their intervals never overlap, and panels may have rows of their own (stacked)."""
+sizes. A row holds one dot per series, offset so their intervals never overlap, and panels may have rows of
+their own (stacked). `Forest` (one estimate per label and panel) is drawn through this too."""
 
 from __future__ import annotations
 
@@ -44,18 +44,20 @@ class DotSeries:
 
 @dataclass(frozen=True)
 class DotPanel:
-    """Rows top to bottom. `lines`: dashed vertical references (chance); `ticks`: (row, x) short references
-    on one row; `band`: shade |x| < band around a zero line; `joined`: two series drawn as before (hollow)
-    and after (filled) on one line per row."""
+    """Rows top to bottom. `xlim` None: fitted to the data. `lines`: dashed vertical references (chance);
+    `ticks`: (row, x) short references on one row; `zero`: a line at 0; `band`: shade |x| < band around it;
+    `joined`: two series drawn as before (hollow) and after (filled) on one line per row."""
 
     rows: tuple[str, ...]
     series: tuple[DotSeries, ...]
     title: str = ""
     xlabel: str = ""
-    xlim: tuple[float, float] = (-0.02, 1.02)
+    xlim: tuple[float, float] | None = (-0.02, 1.02)
+    xticks: tuple[float, ...] | None = None
     lines: tuple[float, ...] = ()
     ticks: tuple[tuple[int, float], ...] = ()
     band: float | None = None
+    zero: bool = False
     joined: bool = False
     highlight_color: str = "#d92d20"
 
@@ -63,7 +65,8 @@ class DotPanel:
 @dataclass(frozen=True)
 class Dots:
     """Panels side by side sharing their rows, or `stacked` one above another with rows of their own;
-    `numbers` are the tables under the plot (and instead of it in text outputs)."""
+    `xlabel` is one label under them all; `numbers` are the tables under the plot (and instead of it in text
+    outputs)."""
 
     panels: tuple[DotPanel, ...]
     numbers: tuple[Table, ...]
@@ -71,6 +74,7 @@ class Dots:
     caption: str
     stacked: bool = False
     console: bool = False
+    xlabel: str = ""
 
 
 def _spread(dot: Dot) -> tuple[float, float]:
@@ -89,7 +93,7 @@ def _series(ax: Axes, panel: DotPanel, index: int, series: DotSeries) -> None:
             continue
         color = panel.highlight_color if dot.highlight else base
         below, above = _spread(dot)
-        marker = "D" if dot.highlight and panel.band is not None else "o"
+        marker = "D" if dot.highlight and (panel.band is not None or panel.zero) else "o"
         ax.errorbar([dot.estimate], [row + offset], xerr=[[below], [above]], fmt=marker, color=color, capsize=2, ms=4)
     if count > 1:
         ax.plot([], [], "o", color=base, label=series.name)
@@ -108,6 +112,7 @@ def _joined(ax: Axes, panel: DotPanel) -> None:
 def _panel(ax: Axes, panel: DotPanel, *, labels: bool) -> None:
     if panel.band is not None:
         ax.axvspan(-panel.band, panel.band, color=_BAND, zorder=0)
+    if panel.band is not None or panel.zero:
         ax.axvline(0, color=_INK, linewidth=0.8)
     if panel.joined and len(panel.series) == 2:
         _joined(ax, panel)
@@ -121,7 +126,10 @@ def _panel(ax: Axes, panel: DotPanel, *, labels: bool) -> None:
     if labels:
         ax.set_yticks(range(len(panel.rows)), panel.rows, fontsize=8)
     ax.set_ylim(len(panel.rows) - 0.5, -0.5)
-    ax.set_xlim(*panel.xlim)
+    if panel.xlim is not None:
+        ax.set_xlim(*panel.xlim)
+    if panel.xticks is not None:
+        ax.set_xticks(list(panel.xticks))
     ax.set_xlabel(panel.xlabel)
     if panel.title:
         ax.set_title(panel.title, fontsize=9)
@@ -145,4 +153,6 @@ def dots_html(block: Dots, numbers: Markup) -> Markup:
         _panel(ax, panel, labels=block.stacked or index == 0)
         if block.stacked and index < len(panels) - 1:
             ax.set_xlabel("")
+    if block.xlabel:
+        fig.supxlabel(block.xlabel, fontsize=8)
     return plot(fig, key=block.key, caption=block.caption, numbers=numbers)

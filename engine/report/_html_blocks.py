@@ -10,14 +10,12 @@ from typing import Any
 from markupsafe import Markup
 
 from engine.report._blocks import Block, BlockCell, Brief, Bullets, Forest, Heatmap, Note, Section, Strong, Table
-from engine.report._dots import Dots, dots_html
+from engine.report._dots import Dot, DotPanel, Dots, DotSeries, dots_html
 from engine.report._histogram import Histogram, histogram_html
 from engine.report._survival import Survival, survival_html
 from engine.report._svg import Cell, new_figure, paragraph, plot, section, table
 
 __all__ = ("html_blocks",)
-
-_BLUE, _RED, _INK, _BAND = "#1570ef", "#d92d20", "#344054", "#eaecf0"
 
 
 def _cell(value: BlockCell) -> Cell:
@@ -38,34 +36,22 @@ def _table(block: Table) -> Markup:
     )
 
 
-def _forest(block: Forest) -> Markup:
-    labels = [interval.label for interval in block.panels[0].intervals] if block.panels else []
-    rows = max(len(labels), 1)
-    fig = new_figure(7.5, (0.32 if len(block.panels) > 1 else 0.26) * rows + 1.5)
-    axes = fig.subplots(1, len(block.panels), sharey=True, squeeze=False)[0]
-    for ax, panel in zip(axes, block.panels, strict=True):
-        if block.band is not None:
-            ax.axvspan(-block.band, block.band, color=_BAND, zorder=0)
-        ax.axvline(0, color=_INK, linewidth=0.8)
-        for index, interval in enumerate(panel.intervals):
-            if interval.estimate is None:
-                continue
-            color = _RED if interval.highlight else _BLUE
-            if interval.low is not None and interval.high is not None:
-                ax.plot([interval.low, interval.high], [index, index], color=color, linewidth=1.6)
-            ax.plot([interval.estimate], [index], "D" if interval.highlight else "o", color=color, ms=4)
-        if len(block.panels) > 1:
-            ax.set_title(panel.title, fontsize=8)
-        if block.xlim is not None:
-            ax.set_xlim(*block.xlim)
-        if block.xticks is not None:
-            ax.set_xticks(list(block.xticks))
-        ax.tick_params(labelsize=7)
-        ax.grid(axis="x", alpha=0.3)
-    axes[0].set_yticks(range(len(labels)), labels, fontsize=7)
-    axes[0].set_ylim(len(labels) - 0.5, -0.5)
-    fig.supxlabel(block.xlabel, fontsize=8)
-    return plot(fig, key=block.key, caption=block.caption, numbers=_table(block.numbers))
+def _forest(block: Forest) -> Dots:
+    """A forest plot is a dot plot: one series per panel, sharing the labels, around a line at 0."""
+    labels = tuple(interval.label for interval in block.panels[0].intervals) if block.panels else ()
+    panels = tuple(
+        DotPanel(
+            labels,
+            (DotSeries(panel.title, tuple(Dot(i.estimate, i.low, i.high, i.highlight) for i in panel.intervals)),),
+            title=panel.title if len(block.panels) > 1 else "",
+            xlim=block.xlim,
+            xticks=block.xticks,
+            band=block.band,
+            zero=True,
+        )
+        for panel in block.panels
+    )
+    return Dots(panels, (block.numbers,), key=block.key, caption=block.caption, xlabel=block.xlabel)
 
 
 def _cell_texts(block: Heatmap) -> list[list[str]]:
@@ -124,7 +110,7 @@ def _block(block: Block) -> Markup:
     if isinstance(block, Bullets):
         return _bullets(block)
     if isinstance(block, Forest):
-        return _forest(block)
+        return dots_html(_forest(block), _table(block.numbers))
     if isinstance(block, Survival):
         return survival_html(block, _numbers(block.numbers))
     if isinstance(block, Histogram):
