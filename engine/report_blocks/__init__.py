@@ -2,6 +2,7 @@
 the engine renders them once each as markdown, terminal tables and HTML. See `BlockSummarizer`."""
 
 from .console import console_blocks
+from .grid import GridPanel, HeatGrid
 from .html import html_blocks
 from .markdown import markdown_blocks
 from .model import Block, BlockCell, Brief, Forest, ForestPanel, Heatmap, Interval, Note, Section, Strong, Table
@@ -14,6 +15,8 @@ __all__ = (
     "Brief",
     "Forest",
     "ForestPanel",
+    "GridPanel",
+    "HeatGrid",
     "Heatmap",
     "Interval",
     "Note",
