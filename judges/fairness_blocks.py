@@ -179,7 +179,10 @@ def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Bloc
     )
     shown = _plotted(rows)
     if not shown:
-        return [Note(f"{title}: no interval to plot: fewer than {MIN_PAIRS} items had a score at every level."), numbers]
+        return [
+            Note(f"{title}: no interval to plot: fewer than {MIN_PAIRS} items had a score at every level."),
+            numbers,
+        ]
     estimated = sum(1 for c in rows if c.r is not None and c.ci_low is not None)
     caption = f"{title}: paired differences between levels, items as pairs."
     if len(shown) < estimated:
@@ -187,7 +190,13 @@ def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Bloc
     if estimated < len(rows):
         caption += " Rows without an interval (Friedman omnibus or insufficient) are in the table only."
     intervals = tuple(
-        Interval(f"{c.metric} · {c.test if c.test in MISMATCH_CONTRASTS else _name(c)}", c.r, c.ci_low, c.ci_high, c.violation)
+        Interval(
+            f"{c.metric} · {c.test if c.test in MISMATCH_CONTRASTS else _name(c)}",
+            c.r,
+            c.ci_low,
+            c.ci_high,
+            c.violation,
+        )
         for c in shown
     )
     forest = Forest(
@@ -311,5 +320,5 @@ def _stop_reasons(reasons: Mapping[str, Mapping[str, int]]) -> Section:
 
 
 def fairness_blocks(data: FairnessResults) -> list[Block]:
-    """The family and its findings, EduFair's mean-|r| tables, every contrast, the audit, the stop reasons."""
-    return [_findings(data), _mean_tables(data), _signed_r(data), _audit(data), _stop_reasons(data.stop_reasons)]
+    """The family and its findings, EduFair's mean-|r| tables, every contrast, the stop reasons, the audit."""
+    return [_findings(data), _mean_tables(data), _signed_r(data), _stop_reasons(data.stop_reasons), _audit(data)]
