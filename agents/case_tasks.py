@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engine import Item
-from engine.text import parse_json_object
+from engine import Item, parse_json_object
 from personas.case_retrieval import tfidf_similarity
 from personas.cases import Case, ResponseType
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from engine.paired import MEANINGFUL_R, MIN_PAIRS, format_effect, format_p
-from engine.report_blocks import (
+from engine import (
+    MEANINGFUL_R,
+    MIN_PAIRS,
     Block,
     BlockCell,
     Forest,
@@ -22,6 +23,8 @@ from engine.report_blocks import (
     Section,
     Strong,
     Table,
+    format_effect,
+    format_p,
 )
 
 from .conversation_stats import CONVERSATION_STATS

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from engine import Episode
-from engine.paired import detectable_r
+from engine import Episode, detectable_r
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS

@@ -11,8 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from engine import EpisodeRecord, derive_seed
-from engine.paired import MIN_PAIRS, adjust_p, difference_contrast, friedman_then_pairwise, omnibus_row
+from engine import (
+    MIN_PAIRS,
+    EpisodeRecord,
+    adjust_p,
+    derive_seed,
+    difference_contrast,
+    friedman_then_pairwise,
+    omnibus_row,
+)
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS

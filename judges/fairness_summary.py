@@ -18,9 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from engine import SUMMARIZERS, Episode, EpisodeRecord, Scenario, derive_seed
-from engine.format import nanmean
-from engine.report_blocks import Block, BlockSummarizer
+from engine import SUMMARIZERS, Block, BlockSummarizer, Episode, EpisodeRecord, Scenario, derive_seed, nanmean
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS

@@ -59,8 +59,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from engine import DESIGNS, Episode, ScenarioError, derive_seed
-from engine.templates import check_template, render
+from engine import DESIGNS, Episode, ScenarioError, check_template, derive_seed, render
 
 from .demographic_data import (
     BASELINE,

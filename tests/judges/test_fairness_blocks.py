@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from engine.report_blocks import Forest, HeatGrid, Section, Table, markdown_blocks
+from engine import Forest, HeatGrid, Section, Table
+from engine.report._markdown import markdown_blocks
 from judges.fairness_blocks import fairness_blocks
 from judges.fairness_model import FairnessResults
 from judges.fairness_summary import FairnessSummarizer

@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from engine.cli import main
-from engine.rundir import RunDir
+from engine.cli._main import main
+from engine.runtime._rundir import RunDir
 from judges.fairness_model import FairnessSummary
 from judges.fairness_summary import FairnessSummarizer
 from tests.judges.test_fairness_summary import (
