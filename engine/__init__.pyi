@@ -46,6 +46,7 @@ from .report._blocks import (
     Table,
 )
 from .report._dots import Dot, DotPanel, Dots, DotSeries
+from .report._grid import GridPanel, HeatGrid
 from .report._histogram import Bar, BarPanel, Histogram
 from .report._judge_agreement import judge_agreement_html
 from .report._rates import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary, RateSummary
@@ -104,7 +105,7 @@ from .stats._paired import (
     paired_contrast,
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
-from .tools._label_sets import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
+from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, open_run, run, run_sync
 from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
 from .tools.loadtest._records import RequestRecord
@@ -151,6 +152,8 @@ __all__ = [
     "Forest",
     "ForestPanel",
     "Gates",
+    "GridPanel",
+    "HeatGrid",
     "Heatmap",
     "Histogram",
     "ITEM_SOURCES",

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.report._dots import Dots
+from engine.report._grid import HeatGrid
 from engine.report._histogram import Histogram
 from engine.report._survival import Survival
 
@@ -155,7 +156,7 @@ class Section:
     key: str = ""
 
 
-Block = Section | Table | Note | Bullets | Forest | Heatmap | Survival | Histogram | Dots
+Block = Section | Table | Note | Bullets | Forest | Heatmap | HeatGrid | Survival | Histogram | Dots
 
 
 def tables_of(block: Block) -> Sequence[Table]:
@@ -166,4 +167,6 @@ def tables_of(block: Block) -> Sequence[Table]:
         return (block.numbers,)
     if isinstance(block, Heatmap | Survival | Histogram | Dots):
         return block.numbers
+    if isinstance(block, HeatGrid):
+        return (block.numbers,)
     return ()

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from engine.report._blocks import Block, BlockCell, Brief, Bullets, Forest, Heatmap, Note, Section, Strong, Table
 from engine.report._dots import Dot, DotPanel, Dots, DotSeries, dots_html
+from engine.report._grid import HeatGrid, heat_grid_html
 from engine.report._histogram import Histogram, histogram_html
 from engine.report._survival import Survival, survival_html
 from engine.report._svg import Cell, new_figure, paragraph, plot, section, table
@@ -111,6 +112,8 @@ def _block(block: Block) -> Markup:
         return _bullets(block)
     if isinstance(block, Forest):
         return dots_html(_forest(block), _table(block.numbers))
+    if isinstance(block, HeatGrid):
+        return heat_grid_html(block, _table(block.numbers))
     if isinstance(block, Survival):
         return survival_html(block, _numbers(block.numbers))
     if isinstance(block, Histogram):

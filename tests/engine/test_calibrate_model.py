@@ -8,7 +8,9 @@ import orjson
 import pytest
 
 from engine import ModelSpec
-from engine.tools._calibrate import LABEL_SOURCES, calibrate, render_markdown
+from engine.tools._calibrate import calibrate
+from engine.tools._calibrate_labels import LABEL_SOURCES
+from engine.tools._calibrate_report import render_markdown
 from engine.tools._calibrate_model import CalibrationReport
 
 ROOT = Path(__file__).resolve().parents[2]

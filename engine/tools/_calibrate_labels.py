@@ -1,6 +1,11 @@
-"""Human-labelled responses for judge calibration, the types a label source fills: the examples, the
-dimensions with their label order and lenient collapse, and the readers that turn a judge's judgments into a
-dimension's label. Label sources (plug-ins) register in `LABEL_SOURCES`; see `engine.tools._calibrate`."""
+"""What judge calibration reads: a *label source* turns a human-labelled file into a `LabelSet`.
+
+A label source (registry `LABEL_SOURCES`, e.g. `mrbench`, `bridge`) reads examples (a dialogue history, the tutor
+response that humans labelled, and their label per dimension), the dimensions with their label order (ordinal or
+not, and a lenient collapse such as BEA 2025's "Yes + To some extent"), and *readers* that turn a registered
+judge's judgments into a label of a dimension. Judges and label sources are resolved by name, so the engine
+imports neither.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,16 @@ from engine.core._records import Judgment
 from engine.core._registry import Registry
 from engine.scenario._items import Item
 
-__all__ = ("LABEL_SOURCES", "Dimension", "Example", "LabelMap", "LabelSet", "LabelSource", "Reader")
+__all__ = (
+    "LABEL_SOURCES",
+    "CalibrationResult",
+    "Dimension",
+    "Example",
+    "LabelMap",
+    "LabelSet",
+    "LabelSource",
+    "Reader",
+)
 
 Reader = Callable[[Sequence[Judgment]], str | None]
 """Reads one dimension's label from a judge's judgments on one example (None: the judge gave no verdict)."""
@@ -100,3 +114,31 @@ class LabelSource(Protocol):
 
 
 LABEL_SOURCES: Registry[LabelSource] = Registry("label source")
+
+
+@dataclass
+class CalibrationResult:
+    label_set: str
+    examples: int
+    judges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Judge name → {"errors": n, "models": [...], "dimensions": [row, ...]}."""
+    duration_s: float = 0.0
+    calls: dict[str, Any] = field(default_factory=dict)
+    human_rates: dict[str, Any] = field(default_factory=dict)
+    """Dimension → group (e.g. MRBench tutor) → {n, shares}: the human labels as the data has them."""
+    annotator_agreement: Mapping[str, Any] | None = None
+
+    @property
+    def errors(self) -> int:
+        return sum(int(data["errors"]) for data in self.judges.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label_set": self.label_set,
+            "examples": self.examples,
+            "judges": self.judges,
+            "duration_s": self.duration_s,
+            "calls": self.calls,
+            "human_rates": self.human_rates,
+            "annotator_agreement": self.annotator_agreement,
+        }
