@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.cli._live import LiveDetail, print_end_summary, resume_hint
+from engine.cli._runs import RUN_DIR
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
 from engine.core._events import configure_console_logging
@@ -35,7 +36,6 @@ from engine.runtime._modes import mode_of
 from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
-from engine.runtime._runs import RUN_DIR
 from engine.scenario._budget import Budget, price_of
 
 __all__ = ("main",)
@@ -52,14 +52,14 @@ class _RunByDefault(click.Group):
     """
 
     LAZY = {
-        "serve": "engine.tools._serve:serve_command",
+        "serve": "engine.cli._serve:serve_command",
         "loadtest": "engine.cli._loadtest:loadtest_command",
-        "cache": "engine.models._cache:cache_group",
+        "cache": "engine.cli._cache:cache_group",
         "calibrate": "engine.tools._calibrate:calibrate_command",
-        "view": "engine.tools._view:view_command",
-        "compare": "engine.tools._compare:compare_command",
+        "view": "engine.cli._view:view_command",
+        "compare": "engine.cli._compare:compare_command",
         "embed": "engine.tools._embed:embed_command",
-        "runs": "engine.runtime._runs:runs_command",
+        "runs": "engine.cli._runs:runs_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

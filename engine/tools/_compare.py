@@ -11,19 +11,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import click
 import orjson
 from markupsafe import Markup
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from engine.core._errors import ScenarioError
-from engine.core._format import fit_to_width, nanmean
+from engine.core._format import nanmean
 from engine.core._records import EpisodeRecord
 from engine.report._page import render_page
 from engine.report._sections import EpisodeScores, EpisodeVerdict, default_scores, default_verdict
@@ -31,12 +28,11 @@ from engine.report._svg import new_figure, paragraph, plot, section, table
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import RunDir
-from engine.runtime._runs import RUN_DIR
 from engine.scenario._plan import derive_seed
 from engine.scenario._spec import measured
 from engine.stats._paired import MEANINGFUL_R, contrast_rows, correct_family, format_effect, format_p
 
-__all__ = ("Comparison", "compare_command", "compare_runs", "write_comparison")
+__all__ = ("Comparison", "compare_runs", "write_comparison")
 
 ALL = "all conditions"
 MAX_CHANGED_VERDICTS = 200
@@ -53,6 +49,7 @@ class RunSide:
     manifest: dict[str, Any]
     records: dict[EpisodeKey, EpisodeRecord]
     errors: int
+    warnings: list[str] = field(default_factory=list)
 
     def header(self) -> dict[str, Any]:
         models = self.manifest.get("models") or {}
@@ -81,6 +78,8 @@ class Comparison:
     contrasts: list[dict[str, Any]] = field(default_factory=list)
     changed_verdicts: list[dict[str, Any]] = field(default_factory=list)
     changed_verdicts_total: int = 0
+    warnings: list[str] = field(default_factory=list)
+    """What reading the runs' records noticed (e.g. a torn last line), `path: warning`; not in compare.json."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -111,8 +110,6 @@ def _load(label: str, path: Path) -> RunSide:
     if mode is not None:
         raise ScenarioError(f"{path} is the run directory of {mode.noun}; compare takes scenario runs")
     current = run.current_records(manifest=manifest)
-    for warning in current.warnings:
-        click.echo(f"warning: {path}: {warning}", err=True)
     records: dict[EpisodeKey, EpisodeRecord] = {}
     errors = 0
     for record in current.records:
@@ -120,7 +117,7 @@ def _load(label: str, path: Path) -> RunSide:
             records[_key(record)] = record
         else:
             errors += 1
-    return RunSide(label, path, manifest, records, errors)
+    return RunSide(label, path, manifest, records, errors, [f"{path}: {w}" for w in current.warnings])
 
 
 _ABSENT = object()
@@ -224,6 +221,7 @@ def compare_runs(paths: Sequence[Path]) -> Comparison:
     keys = sorted(set.intersection(*(set(side.records) for side in sides)))
     comparable, statements = _statements(sides, len(keys))
     result = Comparison([side.header() for side in sides], comparable, statements, len(keys))
+    result.warnings = [warning for side in sides for warning in side.warnings]
     if not comparable:
         return result
     summarizer = SUMMARIZERS.get(str(sides[0].manifest.get("kind")))
@@ -483,20 +481,3 @@ def write_comparison(paths: Sequence[Path], out: Path) -> Comparison:
     (out / "compare.md").write_text(render_markdown(comparison), encoding="utf-8")
     (out / "compare.html").write_text(render_html(comparison), encoding="utf-8")
     return comparison
-
-
-@click.command(name="compare")
-@click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Folder for the comparison report.")
-def compare_command(runs: tuple[Path, ...], out: Path | None) -> int:
-    """Compare RUN_A RUN_B [...] episode by episode; writes compare.md and compare.html (exit 2: not comparable)."""
-    target = out or Path("runs") / f"compare-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
-    comparison = write_comparison(runs, target)
-    console = Console(soft_wrap=True)
-    for statement in comparison.statements:
-        console.print(Text(statement))
-    headline = render_console(comparison)
-    if headline is not None:
-        console.print(fit_to_width(headline, console.width))
-    click.echo(f"wrote {target / 'compare.md'} and {target / 'compare.html'} ({comparison.matched} matched episodes)")
-    return 0 if comparison.comparable else 2
