@@ -82,20 +82,15 @@ from .scenario._spec import (
     TutorSpec,
 )
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
+from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
 from .stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
     N_BOOT,
     Contrast,
-    adjust_p,
-    contrast_rows,
-    correct_family,
     detectable_r,
     difference_contrast,
-    format_effect,
-    format_p,
     friedman_then_pairwise,
-    omnibus_row,
     paired_contrast,
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table

@@ -30,7 +30,8 @@ from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import RunDir
 from engine.scenario._plan import derive_seed
 from engine.scenario._spec import measured
-from engine.stats._paired import MEANINGFUL_R, contrast_rows, correct_family, format_effect, format_p
+from engine.stats._families import contrast_rows, correct_family, format_effect, format_p
+from engine.stats._paired import MEANINGFUL_R
 
 __all__ = ("Comparison", "compare_runs", "write_comparison")
 
