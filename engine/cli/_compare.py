@@ -11,7 +11,7 @@ from rich.text import Text
 
 from engine.cli._runs import RUN_DIR
 from engine.core._format import fit_to_width
-from engine.tools._compare import render_console, write_comparison
+from engine.tools._compare_report import render_console, write_comparison
 
 __all__ = ("compare_command",)
 
