@@ -271,35 +271,16 @@ def _metric_agreement(
     present = [u for u in units if sum(v is not None for v in u.votes) >= 2]
     if not present:
         return None
-    values = sorted({v for u in present for v in u.votes if v is not None}, key=lambda v: (str(type(v)), v))
-    interval = all(isinstance(v, float) for v in values) or (
-        any(isinstance(v, float) for v in values)
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    )
-    level = "interval" if interval else "nominal"
+    values, level = _scale(present)
     index = {v: i for i, v in enumerate(values)}
     codes = np.array([[index[v] if v is not None else -1 for v in u.votes] for u in present], dtype=int)
     clusters = sorted({u.cluster for u in present})
     where = {c: i for i, c in enumerate(clusters)}
     cluster_of = np.array([where[u.cluster] for u in present])
     pairs = [(a, b) for a in range(len(judges)) for b in range(a + 1, len(judges))] if pairwise else []
-    size = len(values)
-    # per-cluster coincidence matrices (alpha) and per-pair confusion matrices (kappa): sums over clusters
-    coincidence = np.zeros((len(clusters), size, size))
-    confusion = np.zeros((len(pairs), len(clusters), size, size))
-    for row, cluster in zip(codes, cluster_of, strict=True):
-        coded = row[row >= 0]
-        m = len(coded)
-        if m >= 2:
-            for i in range(m):
-                for j in range(m):
-                    if i != j:
-                        coincidence[cluster, coded[i], coded[j]] += 1 / (m - 1)
-        for p, (a, b) in enumerate(pairs):
-            if row[a] >= 0 and row[b] >= 0:
-                confusion[p, cluster, row[a], row[b]] += 1
+    coincidence, confusion = _cluster_matrices(codes, cluster_of, len(clusters), pairs, len(values))
     numeric = np.array([float(v) for v in values]) if level == "interval" else None
-    delta = _delta(size, numeric)
+    delta = _delta(len(values), numeric)
 
     def statistics_of(o: np.ndarray, c: np.ndarray) -> np.ndarray:
         """[alpha, kappa per pair] from summed matrices; o: (..., V, V), c: (P, ..., V, V)."""
@@ -321,30 +302,59 @@ def _metric_agreement(
         boot = _resample_clusters(len(clusters), resampled, n_resamples, confidence, seed, batch=500)
         low = np.asarray(boot.confidence_interval.low, dtype=float)
         high = np.asarray(boot.confidence_interval.high, dtype=float)
-
-    def number(x: float) -> float | None:
-        return float(x) if math.isfinite(x) else None
-
     votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
+    head = {"metric": metric, "level": level, "units": len(present), "clusters": len(clusters)}
     return {
-        "metric": metric,
-        "level": level,
-        "units": len(present),
-        "clusters": len(clusters),
+        **head,
         "votes_per_judge": dict(zip(judges, votes_per_judge, strict=True)),
-        "alpha": {"value": number(point[0]), "low": number(low[0]), "high": number(high[0])},
+        "alpha": {"value": _number(point[0]), "low": _number(low[0]), "high": _number(high[0])},
         "kappa": [
             {
                 "judges": [judges[a], judges[b]],
                 "weights": "quadratic" if level == "interval" else None,
                 "n": int(confusion[p].sum()),
-                "value": number(point[p + 1]),
-                "low": number(low[p + 1]),
-                "high": number(high[p + 1]),
+                "value": _number(point[p + 1]),
+                "low": _number(low[p + 1]),
+                "high": _number(high[p + 1]),
             }
             for p, (a, b) in enumerate(pairs)
         ],
     }
+
+
+def _scale(units: Sequence[VotedUnit]) -> tuple[list[_Value], Literal["interval", "nominal"]]:
+    """The values voted, in order, and whether they form an interval scale (floats) or nominal categories."""
+    values = sorted({v for u in units for v in u.votes if v is not None}, key=lambda v: (str(type(v)), v))
+    interval = all(isinstance(v, float) for v in values) or (
+        any(isinstance(v, float) for v in values)
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    )
+    return values, "interval" if interval else "nominal"
+
+
+def _cluster_matrices(
+    codes: np.ndarray, cluster_of: np.ndarray, clusters: int, pairs: Sequence[tuple[int, int]], size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster coincidence matrices (alpha) and per-pair confusion matrices (kappa), to be summed over
+    the clusters a resample draws."""
+    coincidence = np.zeros((clusters, size, size))
+    confusion = np.zeros((len(pairs), clusters, size, size))
+    for row, cluster in zip(codes, cluster_of, strict=True):
+        coded = row[row >= 0]
+        m = len(coded)
+        if m >= 2:
+            for i in range(m):
+                for j in range(m):
+                    if i != j:
+                        coincidence[cluster, coded[i], coded[j]] += 1 / (m - 1)
+        for p, (a, b) in enumerate(pairs):
+            if row[a] >= 0 and row[b] >= 0:
+                confusion[p, cluster, row[a], row[b]] += 1
+    return coincidence, confusion
+
+
+def _number(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
 
 
 def _resample_clusters(
