@@ -211,6 +211,26 @@ def run(
     runner.prepare()
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
+    _print_result(built, runner, result, console)
+    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    if result.exit_code == 130:
+        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
+        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
+    elif result.errors:
+        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
+    return result.exit_code
+
+
+def _same_flags(models: Sequence[str], overrides: Sequence[str], limit: int | None, seed: int | None) -> list[str]:
+    """The options that keep a resumed or retried run the same run."""
+    same = [
+        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
+    ]
+    return same + [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
+
+
+def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, console: Console) -> None:
+    """The summary table on stdout, the end-of-run summary on stderr (`console`), then the run directory."""
     out_console = Console(soft_wrap=True)
     out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
@@ -220,17 +240,6 @@ def run(
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
-    same = [
-        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
-    ]
-    same += [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
-    hint = resume_hint(shlex.quote(str(scenario)), result, same)
-    if result.exit_code == 130:
-        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
-        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
-    elif result.errors:
-        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
-    return result.exit_code
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -289,23 +289,13 @@ def _metric_agreement(
         return np.stack([alpha, *kappas])
 
     point = statistics_of(coincidence.sum(axis=0), confusion.sum(axis=1))
-    low = np.full(point.shape, np.nan)
-    high = np.full(point.shape, np.nan)
-    if len(clusters) >= 2 and np.isfinite(point).any():
-
-        def resampled(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-            chosen = idx.astype(int)  # (batch, clusters)
-            o = coincidence[chosen].sum(axis=-3)
-            c = confusion[:, chosen].sum(axis=-3)
-            return statistics_of(o, c)
-
-        boot = _resample_clusters(len(clusters), resampled, n_resamples, confidence, seed, batch=500)
-        low = np.asarray(boot.confidence_interval.low, dtype=float)
-        high = np.asarray(boot.confidence_interval.high, dtype=float)
+    low, high = _cluster_interval(point, coincidence, confusion, statistics_of, n_resamples, confidence, seed)
     votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
-    head = {"metric": metric, "level": level, "units": len(present), "clusters": len(clusters)}
     return {
-        **head,
+        "metric": metric,
+        "level": level,
+        "units": len(present),
+        "clusters": len(clusters),
         "votes_per_judge": dict(zip(judges, votes_per_judge, strict=True)),
         "alpha": {"value": _number(point[0]), "low": _number(low[0]), "high": _number(high[0])},
         "kappa": [
@@ -320,6 +310,30 @@ def _metric_agreement(
             for p, (a, b) in enumerate(pairs)
         ],
     }
+
+
+def _cluster_interval(
+    point: np.ndarray,
+    coincidence: np.ndarray,
+    confusion: np.ndarray,
+    statistics_of: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bounds of every statistic from one bootstrap over clusters (NaN where nothing can vary)."""
+    clusters = coincidence.shape[0]
+    if clusters < 2 or not np.isfinite(point).any():
+        return np.full(point.shape, np.nan), np.full(point.shape, np.nan)
+
+    def resampled(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        chosen = idx.astype(int)  # (batch, clusters)
+        o = coincidence[chosen].sum(axis=-3)
+        c = confusion[:, chosen].sum(axis=-3)
+        return statistics_of(o, c)
+
+    boot = _resample_clusters(clusters, resampled, n_resamples, confidence, seed, batch=500)
+    return np.asarray(boot.confidence_interval.low, dtype=float), np.asarray(boot.confidence_interval.high, dtype=float)
 
 
 def _scale(units: Sequence[VotedUnit]) -> tuple[list[_Value], Literal["interval", "nominal"]]:
