@@ -27,6 +27,7 @@ Outcome = Literal["keep", "close", "abort"]
 _DRIP_PIECES: Final = 8
 """A slow-drip non-streaming body is sent in this many pieces."""
 WORDS: Final = re.compile(r"\S+\s*")
+"""A word with the spaces after it: the unit of stream chunks and of the embeddings' token estimate."""
 
 
 class Replies:
