@@ -114,19 +114,12 @@ def test_importing_engine_is_cheap_and_configures_nothing() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-CLICK_PENDING = {
-    "engine/tools/_calibrate.py": "its command is moving to engine/cli (issue 16, being done in parallel)",
-    "engine/tools/_embed.py": "its command is moving to engine/cli (issue 16, being done in parallel)",
-}
-"""Modules outside engine/cli still allowed to import click, each with the reason; the list only shrinks."""
-
-
 def test_only_the_command_line_imports_click() -> None:
     """The library is usable without the CLI: commands are a thin layer in engine/cli over library functions."""
     offenders = []
     for path in sorted((ROOT / "engine").rglob("*.py")):
         name = path.relative_to(ROOT).as_posix()
-        if name.startswith("engine/cli/") or name in CLICK_PENDING:
+        if name.startswith("engine/cli/"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             imported = [a.name for a in node.names] if isinstance(node, ast.Import) else []
@@ -134,4 +127,3 @@ def test_only_the_command_line_imports_click() -> None:
                 imported = [node.module]
             offenders += [name for module in imported if module.split(".")[0] == "click"]
     assert offenders == []
-    assert all((ROOT / name).exists() for name in CLICK_PENDING), "drop moved files from CLICK_PENDING"
