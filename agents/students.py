@@ -58,15 +58,17 @@ class ScriptedStudent:
             render(utterance, {"item": episode.item, "condition": dict(episode.condition)})
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
+        script = ctx.once("scripted.script", lambda: self._script(ctx))
+        index = _student_turns(ctx)
+        return Utterance(script[index]) if index < len(script) else None
+
+    def _script(self, ctx: EpisodeContext) -> list[str]:
         item = ctx.episode.item
         if self.options.utterances is not None:
             script = [render(u, {"item": item, "condition": dict(ctx.condition)}) for u in self.options.utterances]
         else:
             script = [str(u) for u in item.data.get("script", [item.question])]
-        if ctx.condition.get("format") == "single":
-            script = script[:1]
-        index = _student_turns(ctx)
-        return Utterance(script[index]) if index < len(script) else None
+        return script[:1] if ctx.condition.get("format") == "single" else script
 
 
 class AttackerTurn(BaseModel):

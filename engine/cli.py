@@ -32,7 +32,6 @@ from .modes import mode_of
 from .plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from .providers import PROVIDERS
 from .records import EpisodeRecord
-from .report import write_report
 from .rundir import RunDir
 from .runner import Runner, RunResult
 from .runs import RUN_DIR
@@ -61,6 +60,19 @@ class _RunByDefault(click.Group):
         "embed": "engine.embed:embed_command",
         "runs": "engine.runs:runs_command",
     }
+    LAZY_HELP = {
+        "serve": "Serve an OpenAI-compatible API on this machine, with content from the sim provider, until Ctrl-C.",
+        "loadtest": "Drive simulated students' conversations against an OpenAI-compatible endpoint and measure it.",
+        "cache": "Inspect or empty the response cache that `--cache` runs read and write.",
+        "calibrate": "Run judges over human-labelled responses in LABELS and report their agreement with the humans.",
+        "view": "Serve RUN_DIR's report.html on 127.0.0.1 and print the address (Ctrl-C stops).",
+        "compare": "Compare RUN_A RUN_B [...] episode by episode; writes compare.md and compare.html (exit 2: not "
+        "comparable).",
+        "embed": "Embed the texts of the items in PATH and write {id: vector} to OUT, for `retrieval: embeddings`.",
+        "runs": "List the runs in PARENT (default runs/), oldest first; `latest` names the last one.",
+    }
+    """Each lazy command's short help (a test keeps it equal to the command's own), so `simrun --help` lists
+    the commands without importing them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})
@@ -70,6 +82,21 @@ class _RunByDefault(click.Group):
             module, _, name = self.LAZY[cmd_name].partition(":")
             self.add_command(getattr(importlib.import_module(module), name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: list[tuple[str, str]] = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None and name in self.LAZY_HELP:
+                rows.append((name, click.utils.make_default_short_help(self.LAZY_HELP[name], limit)))
+                continue
+            command = command or self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         front, args = split_verbosity(args)
@@ -332,6 +359,8 @@ def report(run_dir: Path) -> int:
             console = Console()
             console.print(fit_to_width(mode.render_console(mode.rebuild(run)), console.width))
         else:
+            from .report import write_report
+
             summary = write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))

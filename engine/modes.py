@@ -2,8 +2,8 @@
 
 A scenario file or run manifest whose `kind` names a registered mode belongs to that mode: the scenario loader
 points at the mode's command, and `simrun report` / `simrun view` rebuild the run's report with the mode's own
-functions (a mode's run has no episodes to page through). Everything else is a scenario run. Built-in modes are
-imported on first lookup; a package adds one with `RUN_MODES.add(name, RunMode(...))` from a module of the
+functions (a mode's run has no episodes to page through). Everything else is a scenario run. A built-in mode is
+imported when a file names its kind (not on every lookup: load testing pulls in HTTP clients); a package adds one with `RUN_MODES.add(name, RunMode(...))` from a module of the
 `simrun.plugins` entry-point group.
 """
 
@@ -21,7 +21,8 @@ from .rundir import RunDir
 
 __all__ = ("RUN_MODES", "RunMode", "mode_of")
 
-_BUILTIN_MODES = ("engine.loadtest",)
+_BUILTIN_MODES = {"load": "engine.loadtest"}
+"""Kind → the module that registers it."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ RUN_MODES: Registry[RunMode] = Registry("run mode")
 
 def mode_of(data: Mapping[str, Any]) -> RunMode | None:
     """The mode a scenario file or run manifest belongs to, or None for a scenario (episode) run."""
-    for module in _BUILTIN_MODES:
-        importlib.import_module(module)
     kind = data.get("kind")
-    return RUN_MODES.get(kind) if isinstance(kind, str) and kind in RUN_MODES else None
+    if not isinstance(kind, str):
+        return None
+    if kind in _BUILTIN_MODES:
+        importlib.import_module(_BUILTIN_MODES[kind])
+    return RUN_MODES.get(kind) if kind in RUN_MODES else None

@@ -32,7 +32,6 @@ from .plugins import Agent, EpisodeContext, Judge
 from .probe import ProbeFailed, probe_endpoints
 from .providers import PROVIDERS, ChatModel
 from .records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
-from .report import write_report
 from .rundir import RunDir, utc_now
 from .spec import ModelSpec, Scenario, key_variables
 from .throttle import Throttle
@@ -296,6 +295,8 @@ class Runner:
                 self._write_manifest("interrupted")
         status: Status = "interrupted" if self._interrupted else "finished"
         self._write_manifest(status)
+        from .report import write_report  # the statistics and report libraries load once episodes have run
+
         summary = await anyio.to_thread.run_sync(write_report, self.run_dir)
         path = str(self.run_dir.path)
         self._events.info(
