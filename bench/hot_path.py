@@ -270,7 +270,8 @@ def _throughput(args: argparse.Namespace) -> None:
             for client in order:
                 runs[client].append(_run_client(client, base_url, args.dialogues, args.concurrency))
                 print(f"  round {round_index + 1}: {client} done", flush=True)
-    print(f"\n{args.dialogues} dialogues x 8 turns, concurrency {args.concurrency}, zero latency, medians of {args.rounds}")
+    print(f"\n{args.dialogues} dialogues x 8 turns, concurrency {args.concurrency}, zero latency", end="")
+    print(f", medians of {args.rounds} rounds")
     header = f"{'client':<11} {'requests':>8} {'whole req/s':>11} {'steady req/s':>12} {'CPU ms/req':>10}"
     print(header)
     print("-" * len(header))
@@ -309,7 +310,9 @@ def _startup(args: argparse.Namespace) -> None:
         ("simrun validate scenarios/crescendo.yaml", ["validate", "scenarios/crescendo.yaml"]),
     ):
         walls = [_timed([sys.executable, "-m", "engine", *command])[0] for _ in range(5)]
-        print(f"{label:<42} {statistics.median(walls):.2f} s (median of 5; goal < {'1' if 'help' in label else '1.5'} s)")
+        print(
+            f"{label:<42} {statistics.median(walls):.2f} s (median of 5; goal < {'1' if 'help' in label else '1.5'} s)"
+        )
     with _server(0.0) as base_url:
         for client in args.clients:
             walls = [_run_client(client, base_url, 1, 1).wall_s for _ in range(3)]

@@ -10,12 +10,10 @@ names are imported on first use, so a command that parses arguments does not pay
 report libraries it never reaches.
 """
 
-from __future__ import annotations
-
 import importlib
-from typing import TYPE_CHECKING, Any
+import typing
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .built import BuiltScenario, build, load_built
     from .client import CallStats, ModelClient
     from .errors import (
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     )
     from .inputs import load_yaml_file, parse_yaml
     from .items import ITEM_SOURCES, Item
+    from .lazy import lazy_module
     from .loading import apply_overrides, build_scenario, check_scenario, load_scenario
     from .plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
     from .plugins import (
@@ -118,6 +117,7 @@ _WHERE = {
     "check_scenario": ".loading",
     "derive_seed": ".plan",
     "judge_calls": ".plugins",
+    "lazy_module": ".lazy",
     "load_built": ".built",
     "load_items": ".plan",
     "load_plugins": ".registry",
@@ -196,6 +196,7 @@ __all__ = (
     "check_scenario",
     "derive_seed",
     "judge_calls",
+    "lazy_module",
     "load_built",
     "load_items",
     "load_plugins",
@@ -216,7 +217,7 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")

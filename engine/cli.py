@@ -90,8 +90,7 @@ class _RunByDefault(click.Group):
         for name in names:
             command = self.commands.get(name)
             if command is None and name in self.LAZY_HELP:
-                rows.append((name, click.utils.make_default_short_help(self.LAZY_HELP[name], limit)))
-                continue
+                command = click.Command(name, help=self.LAZY_HELP[name])  # a stand-in, to shorten the help alike
             command = command or self.get_command(ctx, name)
             if command is not None and not command.hidden:
                 rows.append((name, command.get_short_help_str(limit)))

@@ -7,9 +7,9 @@ With a response cache, a call whose key is stored is answered from it before the
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import anyio
@@ -134,7 +134,9 @@ class ModelClient:
                 self._stats.cache_hits += 1
                 return self._redacted(cached), 0.0
         # Only a token bucket reads the estimate: without one, the history is not walked at all.
-        estimate = estimate_tokens(messages, int(request.params.get("max_tokens", 512))) if self._throttle.counts_tokens else 0
+        estimate = (
+            estimate_tokens(messages, int(request.params.get("max_tokens", 512))) if self._throttle.counts_tokens else 0
+        )
 
         async def attempt() -> tuple[ChatReply, float]:
             async with self._throttle.slot(estimate):

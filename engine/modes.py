@@ -3,8 +3,8 @@
 A scenario file or run manifest whose `kind` names a registered mode belongs to that mode: the scenario loader
 points at the mode's command, and `simrun report` / `simrun view` rebuild the run's report with the mode's own
 functions (a mode's run has no episodes to page through). Everything else is a scenario run. A built-in mode is
-imported when a file names its kind (not on every lookup: load testing pulls in HTTP clients); a package adds one with `RUN_MODES.add(name, RunMode(...))` from a module of the
-`simrun.plugins` entry-point group.
+imported when a file names its kind, not on every lookup (load testing pulls in HTTP clients); a package adds
+one with `RUN_MODES.add(name, RunMode(...))` from a module of the `simrun.plugins` entry-point group.
 """
 
 from __future__ import annotations

@@ -16,13 +16,20 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-from scipy import stats
-
+from .lazy import lazy_module
 from .plan import derive_seed
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from scipy import stats
+
+    FloatArray = npt.NDArray[np.float64]
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
 
 __all__ = (
     "ADJUSTMENTS",
@@ -64,7 +71,6 @@ difference nor a broken tie; per-dialogue rates and counts never differ meaningf
 
 Status = Literal["ok", "insufficient"]
 Adjustment = Literal["bh", "holm", "bonferroni", "none"]
-FloatArray = npt.NDArray[np.float64]
 
 
 def _optional_float(value: float | None) -> float | None:

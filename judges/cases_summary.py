@@ -20,21 +20,25 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from scipy import stats
 
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine import SUMMARIZERS, EpisodeRecord, derive_seed, lazy_module
 from engine.format import format_pct, format_rate, nanmean
 from engine.paired import correct_family, format_effect, format_p, paired_contrast
 from engine.stats import clustered_rate
 
 from .cases_html import cases_html
 from .checklist import distinct_n, top_ngram
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:
+    stats = lazy_module("scipy.stats")
 
 __all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
 

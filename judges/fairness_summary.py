@@ -17,15 +17,14 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from markupsafe import Markup
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine import SUMMARIZERS, Episode, EpisodeRecord, Scenario, derive_seed
+from engine import SUMMARIZERS, Episode, EpisodeRecord, Scenario, derive_seed, lazy_module
 from engine.format import format_pct, nanmean
 from engine.paired import (
     MEANINGFUL_R,
@@ -45,6 +44,11 @@ from .fairness_html import fairness_html, mean_abs_r_cell
 from .fairness_mismatch import MISMATCH_CONTRASTS, mismatch_differences
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 __all__ = (
     "CORRECTION_NAMES",

@@ -22,12 +22,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from scipy import stats
-
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed
+from engine import SUMMARIZERS, EpisodeRecord, derive_seed, lazy_module
 from engine.paired import contrast_rows, correct_family
 from engine.report_blocks import Block, BlockSummarizer
 from engine.stats import clustered_rate
@@ -37,6 +34,13 @@ from .remath_metrics import automated_metrics
 from .remath_model import RemathSummary
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
+
+if TYPE_CHECKING:
+    import numpy as np
+    from scipy import stats
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
 
 __all__ = ("GIVEN_ORDER", "RemathSummarizer", "mean_interval")
 
