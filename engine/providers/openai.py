@@ -1,7 +1,7 @@
 """The `openai` provider: any OpenAI-compatible chat (and embeddings) endpoint through the official SDK (httpx2).
 
-This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree, status errors
-through the wire module's one table.
+This is the one module that imports `openai`, and only once an endpoint uses the SDK transport (the import takes
+seconds); it translates the SDK's errors into simrun's tree, status errors through the wire module's one table.
 """
 
 from __future__ import annotations
@@ -9,19 +9,25 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import MissingCredentials, ProviderError, ProviderTimeout
+from ..lazy import lazy_module
 from ..logging import redact_url
 from ..records import Usage
 from ..spec import ModelSpec
 from .base import ChatModel, ChatReply, ChatRequest
 from .lean import LeanChat
 from .wire import provider_error, read_embeddings
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+else:  # the SDK takes seconds to import: an endpoint on the lean transport never loads it
+    httpx2 = lazy_module("httpx2")
+    openai = lazy_module("openai")
 
 __all__ = ("OpenAIChatModel", "translated_errors")
 
