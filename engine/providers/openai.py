@@ -166,18 +166,29 @@ class OpenAIChatModel(ChatModel):
 @contextmanager
 def translated_errors(model: str, endpoint: str | None = None) -> Iterator[None]:
     """The SDK's exceptions as simrun's; `endpoint` (a base URL) is named in the message, secrets redacted."""
-    where = redact_url(endpoint) if endpoint else None
     try:
         yield
-    except openai.APITimeoutError as exc:  # a subclass of APIConnectionError: keep it first
-        raise ProviderTimeout(model, "request timed out", endpoint=where) from exc
-    except openai.APIConnectionError as exc:
+    except (
+        openai.APITimeoutError,
+        openai.APIConnectionError,
+        openai.APIStatusError,
+        openai.APIResponseValidationError,
+        ValueError,
+        httpx2.HTTPError,
+    ) as exc:  # the endpoint is redacted only when there is an error to name it in, not on every call
+        raise _translated(model, exc, redact_url(endpoint) if endpoint else None) from exc
+
+
+def _translated(model: str, exc: Exception, where: str | None) -> ProviderError:
+    if isinstance(exc, openai.APITimeoutError):  # a subclass of APIConnectionError: keep it first
+        return ProviderTimeout(model, "request timed out", endpoint=where)
+    if isinstance(exc, openai.APIConnectionError):
         cause = type(exc.__cause__ or exc).__name__
-        raise ProviderError(model, f"connection failed ({cause})", endpoint=where) from exc
-    except openai.APIStatusError as exc:
+        return ProviderError(model, f"connection failed ({cause})", endpoint=where)
+    if isinstance(exc, openai.APIStatusError):
         headers = exc.response.headers
-        raise provider_error(model, exc.status_code, exc.code, exc.message, headers, endpoint=where) from exc
-    except openai.APIResponseValidationError as exc:
-        raise ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where) from exc
-    except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way
-        raise ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True, endpoint=where) from exc
+        return provider_error(model, exc.status_code, exc.code, exc.message, headers, endpoint=where)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where)
+    # the SDK can surface undecodable bodies as a ValueError or an httpx2 error
+    return ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True, endpoint=where)
