@@ -23,7 +23,9 @@ client's CPU keeps up), and the start-up part times `simrun --help` and `simrun 
 processes) and a one-dialogue run of each client.
 
 Run: `python -m bench.hot_path` (about two minutes); the issue's figure:
-`python -m bench.hot_path --dialogues 510 --concurrency 64 --rounds 3`.
+`python -m bench.hot_path --dialogues 510 --concurrency 64 --rounds 3`. With `--before DIR` (a copy of an older
+commit, e.g. `git archive COMMIT | tar -x -C DIR`) each simrun client also runs from DIR, interleaved, for a
+before/after comparison under the same load.
 """
 
 from __future__ import annotations
@@ -215,15 +217,19 @@ class Run:
         return self.cpu_s / max(1, self.requests) * 1e3
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "x", "NO_COLOR": "1"}
+BEFORE = "@before"
+"""Suffix of a simrun client run from the `--before` checkout (the same workload on older code, interleaved)."""
 
 
-def _timed(command: Sequence[str]) -> tuple[float, float, str]:
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root), "OPENAI_API_KEY": "x", "NO_COLOR": "1"}
+
+
+def _timed(command: Sequence[str], root: Path = ROOT) -> tuple[float, float, str]:
     """(wall s, child CPU s, stdout) of one whole process; a failure stops the benchmark with its output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, check=False)
+    done = subprocess.run(command, cwd=root, env=_env(root), capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -232,8 +238,10 @@ def _timed(command: Sequence[str]) -> tuple[float, float, str]:
     return wall, cpu, done.stdout
 
 
-def _run_client(client: str, base_url: str, dialogues: int, concurrency: int) -> Run:
-    if client not in SIMRUN_CLIENTS:
+def _run_client(client: str, base_url: str, dialogues: int, concurrency: int, before: Path | None = None) -> Run:
+    name, _, _ = client.partition("@")
+    root = before if client.endswith(BEFORE) and before is not None else ROOT
+    if name not in SIMRUN_CLIENTS:
         command = [sys.executable, "-m", "bench.hot_path", "--client", client, "--base-url", base_url]
         command += ["--dialogues", str(dialogues), "--concurrency", str(concurrency)]
         wall, cpu, out = _timed(command)
@@ -241,9 +249,9 @@ def _run_client(client: str, base_url: str, dialogues: int, concurrency: int) ->
         return Run(client, figures["requests"], wall, cpu, figures["makespan_s"])
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Path(tmp) / "hot_path.yaml"
-        scenario.write_text(_scenario_yaml(base_url, SIMRUN_CLIENTS[client], dialogues, concurrency))
+        scenario.write_text(_scenario_yaml(base_url, SIMRUN_CLIENTS[name], dialogues, concurrency))
         command = [sys.executable, "-m", "engine", "run", str(scenario), "--out", f"{tmp}/runs", "--quiet"]
-        wall, cpu, _ = _timed(command)
+        wall, cpu, _ = _timed(command, root)
         figures = _simrun_figures(Path(tmp) / "runs")
     if figures["errors"]:
         raise SystemExit(f"{client}: {figures['errors']} episodes recorded as errors")
@@ -262,61 +270,76 @@ def _server(latency: float) -> Iterator[str]:
 # -- the three parts -------------------------------------------------------------------------------------------------
 
 
+def _pairs(args: argparse.Namespace) -> list[tuple[str, str, float | None]]:
+    """(numerator, denominator, goal) of every ratio the clients run allow."""
+    pairs: list[tuple[str, str, float | None]] = [("lean", "aiohttp", 0.5), ("simrun-sdk", "sdk", 0.9)]
+    pairs += [(client, client + BEFORE, None) for client in SIMRUN_CLIENTS]
+    return [(top, bottom, goal) for top, bottom, goal in pairs if {top, bottom} <= set(args.clients)]
+
+
 def _throughput(args: argparse.Namespace) -> None:
     runs: dict[str, list[Run]] = {client: [] for client in args.clients}
     with _server(0.0) as base_url:
         for round_index in range(args.rounds):
-            order = [*args.clients[round_index % len(args.clients) :], *args.clients[: round_index % len(args.clients)]]
-            for client in order:
-                runs[client].append(_run_client(client, base_url, args.dialogues, args.concurrency))
+            shift = round_index % len(args.clients)
+            for client in [*args.clients[shift:], *args.clients[:shift]]:
+                runs[client].append(_run_client(client, base_url, args.dialogues, args.concurrency, args.before))
                 print(f"  round {round_index + 1}: {client} done", flush=True)
     print(f"\n{args.dialogues} dialogues x 8 turns, concurrency {args.concurrency}, zero latency", end="")
     print(f", medians of {args.rounds} rounds")
-    header = f"{'client':<11} {'requests':>8} {'whole req/s':>11} {'steady req/s':>12} {'CPU ms/req':>10}"
+    header = f"{'client':<18} {'requests':>8} {'whole req/s':>11} {'steady req/s':>12} {'CPU ms/req':>10}"
     print(header)
     print("-" * len(header))
     for client, client_runs in runs.items():
         print(
-            f"{client:<11} {client_runs[0].requests:>8} {_median(r.rate for r in client_runs):>11,.0f} "
+            f"{client:<18} {client_runs[0].requests:>8} {_median(r.rate for r in client_runs):>11,.0f} "
             f"{_median(r.steady_rate for r in client_runs):>12,.0f} {_median(r.cpu_ms for r in client_runs):>10.2f}"
         )
     print()
-    for top, bottom, goal in (("lean", "aiohttp", 0.5), ("simrun-sdk", "sdk", 0.9)):
-        if top in runs and bottom in runs:
-            whole = _median(a.rate / b.rate for a, b in zip(runs[top], runs[bottom], strict=True))
-            steady = _median(a.steady_rate / b.steady_rate for a, b in zip(runs[top], runs[bottom], strict=True))
-            print(f"{top} / {bottom}: {whole:.2f}x whole process, {steady:.2f}x steady (goal >= {goal}x whole)")
+    for top, bottom, goal in _pairs(args):
+        whole = _median(a.rate / b.rate for a, b in zip(runs[top], runs[bottom], strict=True))
+        steady = _median(a.steady_rate / b.steady_rate for a, b in zip(runs[top], runs[bottom], strict=True))
+        cpu = _median(b.cpu_ms / a.cpu_ms for a, b in zip(runs[top], runs[bottom], strict=True))
+        aim = f" (goal >= {goal}x whole)" if goal is not None else ""
+        print(
+            f"{top} / {bottom}: {whole:.2f}x whole process, {steady:.2f}x steady, {cpu:.2f}x less CPU per request{aim}"
+        )
 
 
 def _makespan(args: argparse.Namespace) -> None:
+    clients = [c for c in ("aiohttp", "lean", "lean" + BEFORE) if c in args.clients]
     with _server(args.latency) as base_url:
         print()
-        for client in ("aiohttp", "lean"):
+        for client in clients:
             run = min(
-                (_run_client(client, base_url, args.dialogues, args.concurrency) for _ in range(args.rounds)),
+                (
+                    _run_client(client, base_url, args.dialogues, args.concurrency, args.before)
+                    for _ in range(args.rounds)
+                ),
                 key=lambda r: r.makespan_s,
             )
             ideal = run.requests * args.latency / args.concurrency
             print(
-                f"{client:<8} at {args.latency * 1e3:.0f} ms latency: makespan {run.makespan_s:.2f} s, "
+                f"{client:<12} at {args.latency * 1e3:.0f} ms latency: makespan {run.makespan_s:.2f} s, "
                 f"ideal {ideal:.2f} s, {run.makespan_s / ideal:.2f}x ideal (best of {args.rounds}; goal <= 1.15x)"
             )
 
 
 def _startup(args: argparse.Namespace) -> None:
     print()
+    roots = [("", ROOT)] + ([(BEFORE, args.before)] if args.before is not None else [])
     for label, command in (
         ("simrun --help", ["--help"]),
         ("simrun validate scenarios/crescendo.yaml", ["validate", "scenarios/crescendo.yaml"]),
     ):
-        walls = [_timed([sys.executable, "-m", "engine", *command])[0] for _ in range(5)]
-        print(
-            f"{label:<42} {statistics.median(walls):.2f} s (median of 5; goal < {'1' if 'help' in label else '1.5'} s)"
-        )
+        goal = "1" if "help" in label else "1.5"
+        for suffix, root in roots:
+            walls = [_timed([sys.executable, "-m", "engine", *command], root)[0] for _ in range(5)]
+            print(f"{label + suffix:<50} {statistics.median(walls):.2f} s (median of 5; goal < {goal} s)")
     with _server(0.0) as base_url:
         for client in args.clients:
-            walls = [_run_client(client, base_url, 1, 1).wall_s for _ in range(3)]
-            print(f"one dialogue, {client:<11} {statistics.median(walls):.2f} s whole process (median of 3)")
+            walls = [_run_client(client, base_url, 1, 1, args.before).wall_s for _ in range(3)]
+            print(f"one dialogue, {client:<18} {statistics.median(walls):.2f} s whole process (median of 3)")
 
 
 def _median(values: Any) -> float:
@@ -331,6 +354,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="server latency of the makespan part (0.05 s)")
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"comma-separated subset of {','.join(CLIENTS)}")
     parser.add_argument("--parts", default="throughput,makespan,startup", help="which parts to run")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of older simrun code (e.g. `git archive` of a commit): its runs join every part, interleaved",
+    )
     parser.add_argument("--client", choices=("aiohttp", "sdk"), help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -341,10 +369,17 @@ def main() -> None:
         print(json.dumps(figures))
         return
     args.clients = [c for c in args.clients.split(",") if c]
-    if set(args.clients) - set(CLIENTS) or args.dialogues < 1 or args.concurrency < 1 or args.rounds < 1:
-        parser.error(f"--clients is a subset of {','.join(CLIENTS)}; --dialogues/--concurrency/--rounds >= 1")
-    print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     parts = {"throughput": _throughput, "makespan": _makespan, "startup": _startup}
+    if set(args.clients) - set(CLIENTS) or set(args.parts.split(",")) - set(parts):
+        parser.error(f"--clients is a subset of {','.join(CLIENTS)}, --parts of {','.join(parts)}")
+    if args.dialogues < 1 or args.concurrency < 1 or args.rounds < 1:
+        parser.error("--dialogues, --concurrency and --rounds must be at least 1")
+    if args.before is not None:
+        if not (args.before / "engine" / "__main__.py").is_file():
+            parser.error(f"--before {args.before}: not a simrun checkout")
+        args.before = args.before.resolve()
+        args.clients += [c + BEFORE for c in args.clients if c in SIMRUN_CLIENTS]
+    print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in args.parts.split(","):
         parts[name](args)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
