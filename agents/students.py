@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engine import STUDENTS, BadModelOutput, Episode, EpisodeContext, RequestContext, Utterance
+from engine import STUDENTS, BadModelOutput, Episode, EpisodeContext, Item, RequestContext, Utterance
 from engine.templates import check_template, render
 from engine.text import parse_json_object
 from personas import Dimension, taxonomy
@@ -51,11 +51,17 @@ class ScriptedStudent:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        self._checked: dict[tuple[int, tuple[tuple[str, str], ...]], Item] = {}
 
     def preflight(self, episode: Episode, /) -> None:
-        """Render the utterances for a planned episode, so a missing variable fails before any call."""
+        """Render the utterances for a planned episode, so a missing variable fails before any call (once per
+        item and condition: replicates render alike)."""
+        key = (id(episode.item), tuple(sorted(episode.condition.items())))
+        if self._checked.get(key) is episode.item:  # the item is kept, so its id cannot be reused meanwhile
+            return
         for utterance in self.options.utterances or ():
             render(utterance, {"item": episode.item, "condition": dict(episode.condition)})
+        self._checked[key] = episode.item
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
         script = ctx.once("scripted.script", lambda: self._script(ctx))
