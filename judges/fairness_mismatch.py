@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine import derive_seed, lazy_module
-from engine.paired import MIN_PAIRS, N_BOOT, Contrast, difference_contrast
+from engine import MIN_PAIRS, N_BOOT, Contrast, derive_seed, difference_contrast, lazy_module
 
 if TYPE_CHECKING:
     import numpy as np

@@ -12,7 +12,7 @@
   reply replayed: the paper's Human row.
 * Table 8's automated metrics against the expert reply per condition, with the novice reply as "original"
   (`judges.remath_metrics`).
-* Paired differences between the tutor's conditions over items (engine.paired; the Human row is a reference,
+* Paired differences between the tutor's conditions over items (engine.stats._paired; the Human row is a reference,
   not a condition): Friedman then Bonferroni-corrected Wilcoxon for three or more conditions, a single
   Wilcoxon for two; rank-biserial r with a bootstrap interval.
 """
@@ -24,10 +24,17 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed, lazy_module
-from engine.paired import contrast_rows, correct_family
-from engine.report_blocks import Block, BlockSummarizer
-from engine.stats import clustered_rate
+from engine import (
+    SUMMARIZERS,
+    Block,
+    BlockSummarizer,
+    EpisodeRecord,
+    clustered_rate,
+    contrast_rows,
+    correct_family,
+    derive_seed,
+    lazy_module,
+)
 
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics

@@ -15,7 +15,7 @@ import orjson
 import pytest
 import yaml
 
-from engine.cli import main
+from engine.cli._main import main
 from tests.helpers import scenario_data, write_bank
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_unreachable_endpoint_records_errors_and_exits_3(
     write_bank(tmp_path / "bank.yaml")
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.0)
+    monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.0)
     assert main([str(path), "--out", str(tmp_path / "runs"), "--no-probe"]) == 3
     run_dir = _only_run_dir(tmp_path / "runs")
     records = [orjson.loads(line) for line in (run_dir / "episodes.jsonl").read_bytes().splitlines()]
@@ -206,7 +206,7 @@ def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
 def test_lazy_commands_are_listed_with_their_own_help() -> None:
     """`simrun --help` lists the lazily imported commands from a table of their short help, without importing
     them; the table must say what each command says of itself."""
-    from engine.cli import _RunByDefault
+    from engine.cli._main import _RunByDefault
 
     assert set(_RunByDefault.LAZY_HELP) == set(_RunByDefault.LAZY)
     group = _RunByDefault()

@@ -1,4 +1,4 @@
-"""engine.lazy: a module stand-in that imports on first attribute access and keeps what it handed out."""
+"""engine.lazy_module: a module stand-in that imports on first attribute access and keeps what it handed out."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_lazy_module_imports_on_first_attribute_only() -> None:
     code = (
         "import sys\n"
-        "from engine.lazy import lazy_module\n"
+        "from engine import lazy_module\n"
         "fractions = lazy_module('fractions')\n"
         "assert 'fractions' not in sys.modules\n"
         "assert fractions.Fraction(1, 2) + fractions.Fraction(1, 2) == 1\n"
