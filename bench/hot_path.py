@@ -334,12 +334,14 @@ def _startup(args: argparse.Namespace) -> None:
     ):
         goal = "1" if "help" in label else "1.5"
         for suffix, root in roots:
-            walls = [_timed([sys.executable, "-m", "engine", *command], root)[0] for _ in range(5)]
-            print(f"{label + suffix:<50} {statistics.median(walls):.2f} s (median of 5; goal < {goal} s)")
+            timings = [_timed([sys.executable, "-m", "engine", *command], root) for _ in range(5)]
+            wall, cpu = _median(t[0] for t in timings), _median(t[1] for t in timings)
+            print(f"{label + suffix:<50} {wall:.2f} s wall, {cpu:.2f} s CPU (medians of 5; goal < {goal} s)")
     with _server(0.0) as base_url:
         for client in args.clients:
-            walls = [_run_client(client, base_url, 1, 1, args.before).wall_s for _ in range(3)]
-            print(f"one dialogue, {client:<18} {statistics.median(walls):.2f} s whole process (median of 3)")
+            runs = [_run_client(client, base_url, 1, 1, args.before) for _ in range(3)]
+            wall, cpu = _median(r.wall_s for r in runs), _median(r.cpu_s for r in runs)
+            print(f"one dialogue, {client:<18} {wall:.2f} s wall, {cpu:.2f} s CPU, whole process (medians of 3)")
 
 
 def _median(values: Any) -> float:
