@@ -22,7 +22,7 @@ Then the same workload at a fixed server latency (default 50 ms) gives simrun's 
 client's CPU keeps up), and the start-up part times `simrun --help` and `simrun validate` (median of 5 whole
 processes) and a one-dialogue run of each client.
 
-Run: `python -m bench.hot_path` (about two minutes); the issue's figure:
+Run: `python -m bench.hot_path` (about two minutes on a quiet machine); the issue's figure:
 `python -m bench.hot_path --dialogues 510 --concurrency 64 --rounds 3`. With `--before DIR` (a copy of an older
 commit, e.g. `git archive COMMIT | tar -x -C DIR`) each simrun client also runs from DIR, interleaved, for a
 before/after comparison under the same load.
