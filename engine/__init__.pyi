@@ -14,6 +14,7 @@ from .core._errors import (
 )
 from .core._format import format_pct, format_rate, nanmean, pct_or_none
 from .core._inputs import load_yaml_file, parse_yaml
+from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .core._registry import Registry, load_plugins
 from .core._templates import check_template, render
@@ -216,6 +217,7 @@ __all__ = [
     "judge_agreement",
     "judge_agreement_html",
     "judge_calls",
+    "lazy_module",
     "label_entropy",
     "label_shares",
     "last_message",

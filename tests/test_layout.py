@@ -103,6 +103,30 @@ def test_packages_are_this_repository(module: ModuleType) -> None:
     assert module.__file__ is not None and Path(module.__file__).resolve().is_relative_to(ROOT)
 
 
+_HEAVY = ("numpy", "scipy", "sklearn", "nltk", "matplotlib", "openai", "aiohttp")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import engine.cli._main",
+        "import engine; engine.load_plugins()",  # every shipped plug-in registered, as before a run
+        "from engine.cli._main import main; main(['--help'])",
+        "from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml'])",
+    ],
+)
+def test_start_up_imports_no_statistics_or_http_library(code: str) -> None:
+    """Parsing the command line, loading the plug-ins and validating a scenario import no statistics, text-metric,
+    plotting or HTTP library: those load when a summary is built or a model is called (start-up seconds)."""
+    probe = (
+        "import sys\n"
+        f"try:\n    {code}\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"loaded = sorted({{m.split('.')[0] for m in sys.modules}} & {set(_HEAVY)!r})\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, capture_output=True)
+
+
 def test_importing_engine_is_cheap_and_configures_nothing() -> None:
     """`import engine` loads no provider SDK and configures no logging (libraries embed it as they are)."""
     code = (

@@ -17,13 +17,20 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-from scipy import stats
-
+from engine.core._lazy import lazy_module
 from engine.scenario._plan import derive_seed
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from scipy import stats
+
+    FloatArray = npt.NDArray[np.float64]
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
 
 __all__ = (
     "MEANINGFUL_R",
@@ -53,7 +60,6 @@ _DECIMALS = 12
 difference nor a broken tie; per-dialogue rates and counts never differ meaningfully below 1e-12."""
 
 Status = Literal["ok", "insufficient"]
-FloatArray = npt.NDArray[np.float64]
 
 
 def _optional_float(value: float | None) -> float | None:
