@@ -20,9 +20,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from scipy import stats
+from typing import TYPE_CHECKING, Any
 
 from engine import (
     SUMMARIZERS,
@@ -32,6 +30,7 @@ from engine import (
     clustered_rate,
     correct_family,
     derive_seed,
+    lazy_module,
     nanmean,
     paired_contrast,
 )
@@ -39,6 +38,11 @@ from engine import (
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
 from .checklist import distinct_n, top_ngram
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:
+    stats = lazy_module("scipy.stats")
 
 __all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
 

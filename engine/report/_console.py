@@ -9,6 +9,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from engine.report._blocks import Block, BlockCell, Brief, Bullets, Forest, Note, Section, Strong, Table, tables_of
+from engine.report._grid import HeatGrid
 
 __all__ = ("console_blocks",)
 
@@ -48,7 +49,7 @@ def _walk(blocks: Sequence[Block]) -> Iterator[RenderableType]:
                 if block.lead:
                     yield Text(block.lead, style="bold")
                 yield Text("\n".join(f"- {item}" for item in block.items))
-        elif isinstance(block, Table | Forest) or block.console:
+        elif isinstance(block, Table | Forest | HeatGrid) or block.console:
             for table in tables_of(block):
                 if table.console_columns != ():
                     yield _table(table)
