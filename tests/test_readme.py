@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
+import yaml
 import pytest
 from anyio.from_thread import start_blocking_portal
 
@@ -331,3 +332,22 @@ def test_readme_links_every_docs_page_and_each_links_back() -> None:
     assert [page_name(p) for p in PAGES[1:] if p.resolve() not in linked] == []
     for page in PAGES[1:]:
         assert any(t.partition("#")[0] == "../README.md" for t in links(page)), f"{page_name(page)}: no link back"
+
+
+def _fenced(path: Path, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", path.read_text(encoding="utf-8"), flags=re.DOTALL | re.MULTILINE)
+
+
+def test_the_new_kind_example_is_the_toy_kind_test() -> None:
+    """docs/extending.md shows the plug-in and the scenario `tests/test_toy_kind.py` installs and runs, unchanged."""
+    from tests.test_toy_kind import TOY_PLUGIN
+
+    page = DOCS / "extending.md"
+    assert TOY_PLUGIN.strip() + "\n" in _fenced(page, "python")
+    source = ast.parse((ROOT / "tests" / "test_toy_kind.py").read_text(encoding="utf-8"))
+    (scenario,) = [
+        ast.literal_eval(node.value)
+        for node in ast.walk(source)
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["scenario"]
+    ]
+    assert scenario in [yaml.safe_load(block) for block in _fenced(page, "yaml")]
