@@ -32,8 +32,8 @@ import yaml
 import pytest
 from anyio.from_thread import start_blocking_portal
 
-from engine.cli import main
-from engine.serve import LoopbackServer
+from engine.cli._main import main
+from engine.tools._serve import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -295,7 +295,7 @@ def test_readme_is_short() -> None:
 
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-REPO_PATH = re.compile(r"`((?:engine|agents|judges|personas|tests|bench|scenarios|docs)/[\w./-]*\w)`")
+REPO_PATH = re.compile(r"`((?:engine|agents|judges|personas|tests|bench|scenarios|docs)/[\w./-]*[\w/])`")
 
 
 def anchors(path: Path) -> set[str]:
