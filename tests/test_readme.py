@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
-import yaml
 import pytest
+import yaml
 from anyio.from_thread import start_blocking_portal
 
 from engine.cli._main import main
@@ -133,12 +133,14 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
 
 
 COMMANDS = [command for path in PAGES for command in shell_commands(path.read_text(encoding="utf-8"), page_name(path))]
-FIRST: dict[tuple[str, tuple[str, ...]], Command] = {}
+FIRST: dict[str, Command] = {}
 for _command in COMMANDS:
-    FIRST.setdefault((_command.text, tuple(sorted(_command.env))), _command)
+    FIRST.setdefault(_command.text, _command)
 """Where each distinct command first appears. A server or load test another page repeats (the README and its
 docs page) runs once: it reads no run directory, so the second run would prove nothing new."""
-PYTHON_BLOCKS = [(page_name(path), line, code) for path in PAGES for line, code in python_blocks(path.read_text("utf-8"))]
+PYTHON_BLOCKS = [
+    (page_name(path), line, code) for path in PAGES for line, code in python_blocks(path.read_text(encoding="utf-8"))
+]
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +228,7 @@ def test_readme_command_runs(
     assert rule is not None, f"{command}: no rule in tests/test_readme.py says how to run this command"
     if rule.how in ("skip", "env"):
         pytest.skip(f"{command}: {rule.why}")
-    first = FIRST[(command.text, tuple(sorted(command.env)))]
+    first = FIRST[command.text]
     if first is not command and rule.how in ("serve", "load"):
         pytest.skip(f"{command}: the same command runs for {first.page}:{first.line}")
     monkeypatch.chdir(workspace)
@@ -278,7 +280,7 @@ def test_python_blocks(
     compiled = compile(code, f"{page}:{line}", "exec")
     tree = ast.parse(code)
     if any(isinstance(node, ast.Constant) and node.value is Ellipsis for node in ast.walk(tree)):
-        imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+        imports: list[ast.stmt] = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
         exec(compile(ast.Module(body=imports, type_ignores=[]), f"{page}:{line}", "exec"), {})
         return
     monkeypatch.chdir(workspace)
