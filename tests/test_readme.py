@@ -4,12 +4,12 @@ The fenced `bash`/`sh`/`shell`/`console` blocks of README.md and of every docs/*
 commands (comments dropped, `\\` lines joined). RULES says how each form is run: as written when it is
 bounded, with `--dry-run` when it needs a paid endpoint, on a few episodes when it is a full offline run,
 for a second against a loopback `simrun serve` when it is a load test, or started, asked once and stopped
-when it serves. A command no rule
-covers fails, and so does any shell composition (`|`, `&&`, `;`, redirection): a line is one command.
-The commands run in a scratch folder holding copies of scenarios/ and personas/, with HOME there too, so
-nothing touches the checkout or the user's cache. Python blocks are executed (the library example) or
-compiled (fragments), and every block's imports are executed, so a renamed module fails. A failure names
-its page and line. The pages' links and the repository paths they cite must resolve, and the README stays short.
+when it serves. A command no rule covers fails, and so does any shell composition (`|`, `&&`, `;`,
+redirection): a line is one command. The commands run in a scratch folder holding copies of scenarios/ and
+personas/, with HOME there too, so nothing touches the checkout or the user's cache. Python blocks that run
+a scenario are executed (the library example); the others are compiled and their imports executed, so a
+renamed module fails. A failure names its page and line. The pages' links and the repository paths and
+engine names they cite must resolve, every docs page is linked from the README, and the README stays short.
 """
 
 from __future__ import annotations
@@ -266,6 +266,16 @@ def test_every_rule_is_used() -> None:
     assert [rule.pattern for rule in RULES if rule not in used] == []
 
 
+def _runs_a_scenario(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "engine"
+        and node.attr in ("run", "run_sync", "open_run")
+        for node in ast.walk(tree)
+    )
+
+
 @pytest.mark.parametrize(("page", "line", "code"), PYTHON_BLOCKS, ids=lambda v: str(v)[:16])
 def test_python_blocks(
     page: str,
@@ -275,11 +285,13 @@ def test_python_blocks(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """A block that imports `engine` and runs a scenario is executed; a fragment (with `...`) is compiled and
-    its imports are run, so a fragment naming a module or name that no longer exists fails."""
+    """A whole example that runs a scenario (`engine.run_sync`, `open_run`, `run`) is executed. Any other block,
+    a fragment with `...` or one that needs more than the sim (a cluster, a paid key), is compiled and its
+    imports are run, so a block naming a module or name that no longer exists fails."""
     compiled = compile(code, f"{page}:{line}", "exec")
     tree = ast.parse(code)
-    if any(isinstance(node, ast.Constant) and node.value is Ellipsis for node in ast.walk(tree)):
+    fragment = any(isinstance(node, ast.Constant) and node.value is Ellipsis for node in ast.walk(tree))
+    if fragment or not _runs_a_scenario(tree):
         imports: list[ast.stmt] = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
         exec(compile(ast.Module(body=imports, type_ignores=[]), f"{page}:{line}", "exec"), {})
         return
