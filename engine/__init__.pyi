@@ -44,6 +44,7 @@ from .report._blocks import (
     Strong,
     Table,
 )
+from .report._grid import GridPanel, HeatGrid
 from .report._judge_agreement import judge_agreement_html
 from .report._rebuild import write_report
 from .report._summarizer import BlockSummarizer
@@ -99,7 +100,7 @@ from .stats._paired import (
     paired_contrast,
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
-from .tools._calibrate import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
+from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, open_run, run, run_sync
 from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
 from .tools.loadtest._records import RequestRecord
@@ -135,6 +136,8 @@ __all__ = [
     "Forest",
     "ForestPanel",
     "Gates",
+    "GridPanel",
+    "HeatGrid",
     "Heatmap",
     "ITEM_SOURCES",
     "Interval",
