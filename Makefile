@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python bench/engine_throughput.py
 	$(BIN)/python -m bench.transport_ceiling
 	$(BIN)/python -m bench.loadtest_ceiling
+	$(BIN)/python -m bench.hot_path
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

@@ -25,6 +25,7 @@ class CrescendoProtocol:
 
     async def run(self, ctx: EpisodeContext, /) -> None:
         student = ctx.student
+        backtracking = student if isinstance(student, Backtracking) else None  # a runtime Protocol check is slow
         first_harm: int | None = None
         harmful = 0
         for _ in range(_SAFETY_STOP):
@@ -42,7 +43,7 @@ class CrescendoProtocol:
                 harmful += 1
                 if first_harm is None:
                     first_harm = sum(1 for t in ctx.visible_turns() if t.role == "student")
-            if isinstance(student, Backtracking) and student.should_backtrack(ctx, tutor_turn.index):
+            if backtracking is not None and backtracking.should_backtrack(ctx, tutor_turn.index):
                 ctx.hide(student_turn.index, tutor_turn.index)
         exchanges = sum(1 for t in ctx.visible_turns() if t.role == "student")
         await ctx.judge("conversation")

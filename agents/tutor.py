@@ -24,8 +24,10 @@ def system_prompt_for(episode: Episode, template: str) -> str:
 
 
 def tutor_messages(ctx: EpisodeContext, system_prompt: str) -> list[dict[str, str]]:
-    """The conversation as the tutor sees it: its system prompt, then only the turns visible to it."""
-    messages = [{"role": "system", "content": system_prompt_for(ctx.episode, system_prompt)}]
+    """The conversation as the tutor sees it: its system prompt (rendered once per episode), then only the turns
+    visible to it."""
+    system = ctx.once(("tutor.system_prompt", system_prompt), lambda: system_prompt_for(ctx.episode, system_prompt))
+    messages = [{"role": "system", "content": system}]
     for turn in ctx.visible_turns():
         messages.append({"role": "user" if turn.role == "student" else "assistant", "content": turn.text})
     return messages

@@ -397,16 +397,17 @@ def _base_url(server: subprocess.Popen[bytes]) -> str:
 
 
 @contextmanager
-def serve_in_subprocess() -> Iterator[tuple[str, int]]:
-    """`simrun serve` at zero latency in its own process (never on the measuring loop): (base URL, pid)."""
+def serve_in_subprocess(options: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
+    """`simrun serve` (zero latency unless `options` say otherwise) in its own process, never on the measuring
+    loop: (base URL, pid)."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--host", "127.0.0.1", "--port", str(_free_port())],
+        [sys.executable, "-m", "engine", "serve", "--host", "127.0.0.1", "--port", str(_free_port()), *options],
         stdout=subprocess.PIPE,
         cwd=ROOT,
     )
     try:
         base_url = _base_url(server)
-        print(f"server: simrun serve at {base_url}, zero latency, in process {server.pid}")
+        print(f"server: simrun serve at {base_url} {' '.join(options) or 'zero latency'}, in process {server.pid}")
         yield base_url, server.pid
     finally:
         server.terminate()

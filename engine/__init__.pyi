@@ -14,6 +14,7 @@ from .core._errors import (
 )
 from .core._format import format_pct, format_rate, nanmean, pct_or_none
 from .core._inputs import load_yaml_file, parse_yaml
+from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .core._registry import Registry, load_plugins
 from .core._templates import check_template, render
@@ -83,20 +84,15 @@ from .scenario._spec import (
     TutorSpec,
 )
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
+from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
 from .stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
     N_BOOT,
     Contrast,
-    adjust_p,
-    contrast_rows,
-    correct_family,
     detectable_r,
     difference_contrast,
-    format_effect,
-    format_p,
     friedman_then_pairwise,
-    omnibus_row,
     paired_contrast,
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
@@ -221,6 +217,7 @@ __all__ = [
     "judge_agreement",
     "judge_agreement_html",
     "judge_calls",
+    "lazy_module",
     "label_entropy",
     "label_shares",
     "last_message",

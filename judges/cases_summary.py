@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from scipy import stats
 
 from engine import (
     SUMMARIZERS,
@@ -38,12 +37,18 @@ from engine import (
     format_p,
     format_pct,
     format_rate,
+    lazy_module,
     nanmean,
     paired_contrast,
 )
 
 from .cases_html import cases_html
 from .checklist import distinct_n, top_ngram
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:
+    stats = lazy_module("scipy.stats")
 
 __all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
 

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+from engine import MIN_PAIRS, N_BOOT, Contrast, derive_seed, difference_contrast, lazy_module
 
-from engine import MIN_PAIRS, N_BOOT, Contrast, derive_seed, difference_contrast
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+else:
+    np = lazy_module("numpy")
 
 __all__ = ("MISMATCH_CONTRASTS", "Mismatch", "mismatch_contrasts", "mismatch_differences")
 
 MISMATCH_CONTRASTS = ("matched", "mismatched", "perceived", "stated", "interaction")
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)

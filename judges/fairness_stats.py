@@ -7,9 +7,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from engine import (
     MIN_PAIRS,
@@ -18,6 +16,7 @@ from engine import (
     derive_seed,
     difference_contrast,
     friedman_then_pairwise,
+    lazy_module,
     omnibus_row,
 )
 from personas.fairness import FairnessAnalysis
@@ -25,6 +24,11 @@ from personas.fairness import FairnessAnalysis
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import mismatch_differences
 from .turn_quality import TURN_QUALITY_METRICS
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 __all__ = ("AGGREGATE_LABELS", "EFFECT_TESTS", "Tested", "contrasts_of", "correct", "mean_abs_r")
 

@@ -16,12 +16,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from rouge_score import rouge_scorer
-from sacrebleu import BLEU
-from scipy import stats
+from engine import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import sacrebleu
+    from rouge_score import rouge_scorer
+    from scipy import stats
+else:
+    np = lazy_module("numpy")
+    rouge_scorer = lazy_module("rouge_score.rouge_scorer")
+    sacrebleu = lazy_module("sacrebleu")
+    stats = lazy_module("scipy.stats")
+
 
 __all__ = ("AUTOMATED_METRICS", "automated_metrics", "reply_scores", "self_bleu", "word_entropy")
 
@@ -34,8 +43,8 @@ def _rouge() -> Any:
 
 
 @cache
-def _bleu(order: int) -> BLEU:
-    return BLEU(max_ngram_order=order, effective_order=True)
+def _bleu(order: int) -> sacrebleu.BLEU:
+    return sacrebleu.BLEU(max_ngram_order=order, effective_order=True)
 
 
 def word_entropy(text: str) -> float:

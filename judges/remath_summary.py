@@ -22,10 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import numpy as np
-from scipy import stats
+from typing import TYPE_CHECKING, Any
 
 from engine import (
     SUMMARIZERS,
@@ -36,6 +33,7 @@ from engine import (
     contrast_rows,
     correct_family,
     derive_seed,
+    lazy_module,
 )
 
 from .remath_blocks import remath_blocks
@@ -43,6 +41,13 @@ from .remath_metrics import automated_metrics
 from .remath_model import RemathSummary
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
+
+if TYPE_CHECKING:
+    import numpy as np
+    from scipy import stats
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
 
 __all__ = ("GIVEN_ORDER", "RemathSummarizer", "mean_interval")
 

@@ -21,19 +21,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 
-from engine import ScenarioError, content_words
+from engine import ScenarioError, content_words, lazy_module
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from .cases import Case
+
+    Matrix = npt.NDArray[np.float64]
+else:
+    np = lazy_module("numpy")
 
 __all__ = ("RETRIEVAL_METHODS", "SimilarityMethod", "case_text", "neighbours", "tfidf_similarity", "tokens")
 
-Matrix = npt.NDArray[np.float64]
-SimilarityMethod = Callable[[Sequence[str], Sequence[str], "Path | None"], Matrix]
+SimilarityMethod = Callable[[Sequence[str], Sequence[str], "Path | None"], "Matrix"]
 """(case ids, case texts, vectors file) → square similarity matrix."""
 
 

@@ -103,6 +103,30 @@ def test_packages_are_this_repository(module: ModuleType) -> None:
     assert module.__file__ is not None and Path(module.__file__).resolve().is_relative_to(ROOT)
 
 
+_HEAVY = ("numpy", "scipy", "sklearn", "nltk", "matplotlib", "openai", "aiohttp")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import engine.cli._main",
+        "import engine; engine.load_plugins()",  # every shipped plug-in registered, as before a run
+        "from engine.cli._main import main; main(['--help'])",
+        "from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml'])",
+    ],
+)
+def test_start_up_imports_no_statistics_or_http_library(code: str) -> None:
+    """Parsing the command line, loading the plug-ins and validating a scenario import no statistics, text-metric,
+    plotting or HTTP library: those load when a summary is built or a model is called (start-up seconds)."""
+    probe = (
+        "import sys\n"
+        f"try:\n    {code}\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"loaded = sorted({{m.split('.')[0] for m in sys.modules}} & {set(_HEAVY)!r})\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, capture_output=True)
+
+
 def test_importing_engine_is_cheap_and_configures_nothing() -> None:
     """`import engine` loads no provider SDK and configures no logging (libraries embed it as they are)."""
     code = (
@@ -112,3 +136,18 @@ def test_importing_engine_is_cheap_and_configures_nothing() -> None:
         "import logging; assert not logging.getLogger().handlers"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_only_the_command_line_imports_click() -> None:
+    """The library is usable without the CLI: commands are a thin layer in engine/cli over library functions."""
+    offenders = []
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith("engine/cli/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            imported = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported = [node.module]
+            offenders += [name for module in imported if module.split(".")[0] == "click"]
+    assert offenders == []

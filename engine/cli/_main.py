@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
@@ -21,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.cli._live import LiveDetail, print_end_summary, resume_hint
+from engine.cli._runs import RUN_DIR
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
 from engine.core._events import configure_console_logging
@@ -28,14 +30,12 @@ from engine.core._format import fit_to_width
 from engine.core._records import EpisodeRecord
 from engine.models._breaker import parse_max_errors
 from engine.models._provider import PROVIDERS
-from engine.report._rebuild import write_report
 from engine.runtime._build import BuiltScenario, load_built
 from engine.runtime._duration import duration_text
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
-from engine.runtime._runs import RUN_DIR
 from engine.scenario._budget import Budget, price_of
 
 __all__ = ("main",)
@@ -52,15 +52,28 @@ class _RunByDefault(click.Group):
     """
 
     LAZY = {
-        "serve": "engine.tools._serve:serve_command",
+        "serve": "engine.cli._serve:serve_command",
         "loadtest": "engine.cli._loadtest:loadtest_command",
-        "cache": "engine.models._cache:cache_group",
+        "cache": "engine.cli._cache:cache_group",
         "calibrate": "engine.cli._calibrate:calibrate_command",
-        "view": "engine.tools._view:view_command",
-        "compare": "engine.tools._compare:compare_command",
+        "view": "engine.cli._view:view_command",
+        "compare": "engine.cli._compare:compare_command",
         "embed": "engine.cli._embed:embed_command",
-        "runs": "engine.runtime._runs:runs_command",
+        "runs": "engine.cli._runs:runs_command",
     }
+    LAZY_HELP = {
+        "serve": "Serve an OpenAI-compatible API on this machine, with content from the sim provider, until Ctrl-C.",
+        "loadtest": "Drive simulated students' conversations against an OpenAI-compatible endpoint and measure it.",
+        "cache": "Inspect or empty the response cache that `--cache` runs read and write.",
+        "calibrate": "Run judges over human-labelled responses in LABELS and report their agreement with the humans.",
+        "view": "Serve RUN_DIR's report.html on 127.0.0.1 and print the address (Ctrl-C stops).",
+        "compare": "Compare RUN_A RUN_B [...] episode by episode; writes compare.md and compare.html (exit 2: not "
+        "comparable).",
+        "embed": "Embed the texts of the items in PATH and write {id: vector} to OUT, for `retrieval: embeddings`.",
+        "runs": "List the runs in PARENT (default runs/), oldest first; `latest` names the last one.",
+    }
+    """Each lazy command's short help (a test keeps it equal to the command's own), so `simrun --help` lists
+    the commands without importing them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})
@@ -70,6 +83,20 @@ class _RunByDefault(click.Group):
             module, _, name = self.LAZY[cmd_name].partition(":")
             self.add_command(getattr(importlib.import_module(module), name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: list[tuple[str, str]] = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None and name in self.LAZY_HELP:
+                command = click.Command(name, help=self.LAZY_HELP[name])  # a stand-in, to shorten the help alike
+            command = command or self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         front, args = split_verbosity(args)
@@ -206,11 +233,31 @@ def run(
         retry_errors=retry_errors,
         probe=not no_probe,
         max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
-        report=write_report,
+        report=_write_report,
     )
     runner.prepare()
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
+    _print_result(built, runner, result, console)
+    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    if result.exit_code == 130:
+        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
+        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
+    elif result.errors:
+        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
+    return result.exit_code
+
+
+def _same_flags(models: Sequence[str], overrides: Sequence[str], limit: int | None, seed: int | None) -> list[str]:
+    """The options that keep a resumed or retried run the same run."""
+    same = [
+        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
+    ]
+    return same + [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
+
+
+def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, console: Console) -> None:
+    """The summary table on stdout, the end-of-run summary on stderr (`console`), then the run directory."""
     out_console = Console(soft_wrap=True)
     out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
@@ -220,17 +267,12 @@ def run(
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
-    same = [
-        f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
-    ]
-    same += [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
-    hint = resume_hint(shlex.quote(str(scenario)), result, same)
-    if result.exit_code == 130:
-        console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
-        console.print(Text(f"resume with: {hint}"), soft_wrap=True)
-    elif result.errors:
-        console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
-    return result.exit_code
+
+
+def _write_report(run: RunDir) -> dict[str, Any]:
+    from engine.report._rebuild import write_report  # statistics and plotting load once episodes have run
+
+    return write_report(run)
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:
@@ -333,7 +375,7 @@ def report(run_dir: Path) -> int:
             console = Console()
             console.print(fit_to_width(mode.render_console(mode.rebuild(run)), console.width))
         else:
-            summary = write_report(run)
+            summary = _write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
             renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import anyio
@@ -68,9 +69,17 @@ class CallStats:
 
 
 def estimate_tokens(messages: Sequence[Message], max_tokens: int = 512) -> int:
-    """A cheap upper-ish estimate of a call's tokens, charged to the TPM bucket before the call."""
-    prompt = sum(word_count(m.get("content", "")) for m in messages) * 4 // 3 + 4 * len(messages)
+    """A cheap upper-ish estimate of a call's tokens, charged to the TPM bucket before the call.
+
+    A dialogue re-sends its history every turn, so each message's count is kept (by its text) rather than
+    re-split on every call."""
+    prompt = sum(_words(m.get("content", "")) for m in messages) * 4 // 3 + 4 * len(messages)
     return prompt + max_tokens
+
+
+@lru_cache(maxsize=8192)
+def _words(text: str) -> int:
+    return word_count(text)
 
 
 class ModelClient:
@@ -124,7 +133,10 @@ class ModelClient:
             if cached is not None:
                 self._stats.cache_hits += 1
                 return self._redacted(cached), 0.0
-        estimate = estimate_tokens(messages, int(request.params.get("max_tokens", 512)))
+        # Only a token bucket reads the estimate: without one, the history is not walked at all.
+        estimate = (
+            estimate_tokens(messages, int(request.params.get("max_tokens", 512))) if self._throttle.counts_tokens else 0
+        )
 
         async def attempt() -> tuple[ChatReply, float]:
             async with self._throttle.slot(estimate):

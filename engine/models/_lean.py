@@ -9,6 +9,7 @@ retry layer treats both alike. Select it per endpoint with `transport: lean`; lo
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -104,8 +105,9 @@ class LeanChat:
             raise ProviderError(model, f"connection failed ({type(exc).__name__})", endpoint=where) from exc
         return raw
 
-    @property
+    @functools.cached_property
     def _where(self) -> str:
+        """The endpoint as error messages name it (computed once: it is passed on every request)."""
         return redact_url(self.http.base_url)
 
     async def aclose(self) -> None:

@@ -1,7 +1,7 @@
 """The `openai` provider: any OpenAI-compatible chat (and embeddings) endpoint through the official SDK (httpx2).
 
-This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree, status errors
-through the wire module's one table.
+This is the one module that imports `openai`, and only once an endpoint uses the SDK transport (the import takes
+seconds); it translates the SDK's errors into simrun's tree, status errors through the wire module's one table.
 """
 
 from __future__ import annotations
@@ -9,19 +9,25 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.core._errors import MissingCredentials, ProviderError, ProviderTimeout
 from engine.core._events import redact_url
+from engine.core._lazy import lazy_module
 from engine.core._records import Usage
 from engine.models._lean import LeanChat
 from engine.models._provider import ChatModel, ChatReply, ChatRequest
 from engine.models._wire import provider_error, read_embeddings
 from engine.scenario._spec import ModelSpec
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+else:  # the SDK takes seconds to import: an endpoint on the lean transport never loads it
+    httpx2 = lazy_module("httpx2")
+    openai = lazy_module("openai")
 
 __all__ = ("OpenAIChatModel", "SdkSession", "translated_errors")
 
@@ -135,15 +141,9 @@ class OpenAIChatModel(ChatModel):
     async def complete(self, request: ChatRequest, /) -> ChatReply:
         if self._lean is not None:
             return await self._lean.complete(request, request.params)
-        extra: dict[str, Any] = dict(request.params)
-        extra["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
-        if request.json_output:
-            extra.setdefault("response_format", {"type": "json_object"})
         with translated_errors(self.spec.model, self.base_url):
-            completion = await self._client.chat.completions.create(
-                model=self.spec.name,
-                messages=[dict(m) for m in request.messages],  # type: ignore[misc]
-                **extra,
+            completion = await self._client.post(
+                "/chat/completions", body=self._chat_body(request), cast_to=openai.types.chat.ChatCompletion
             )
         # The SDK does not validate bodies (servers differ too much), so read them defensively: any shape
         # other than a chat completion is a malformed response, retried like a server error.
@@ -161,6 +161,19 @@ class OpenAIChatModel(ChatModel):
             usage=Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated)),
             model=self.spec.model,
         )
+
+    def _chat_body(self, request: ChatRequest) -> dict[str, Any]:
+        """What `chat.completions.create` would send, built directly: `create` first walks every message of the
+        history through the SDK's typed-dict transform, which for plain JSON changes nothing and was most of
+        the SDK's CPU per call on a long dialogue. The params are validated when the scenario loads."""
+        body: dict[str, Any] = {"model": self.spec.name, "messages": [dict(m) for m in request.messages]}
+        body.update(request.params)
+        extra_body = body.pop("extra_body", None) or {}
+        body["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
+        if request.json_output:
+            body.setdefault("response_format", {"type": "json_object"})
+        body.update(extra_body)  # sent as is and last, as the SDK merges `extra_body`
+        return body
 
     async def embed(self, texts: Sequence[str], /) -> list[list[float]]:
         if self._lean is not None:
@@ -185,18 +198,29 @@ class OpenAIChatModel(ChatModel):
 @contextmanager
 def translated_errors(model: str, endpoint: str | None = None) -> Iterator[None]:
     """The SDK's exceptions as simrun's; `endpoint` (a base URL) is named in the message, secrets redacted."""
-    where = redact_url(endpoint) if endpoint else None
     try:
         yield
-    except openai.APITimeoutError as exc:  # a subclass of APIConnectionError: keep it first
-        raise ProviderTimeout(model, "request timed out", endpoint=where) from exc
-    except openai.APIConnectionError as exc:
+    except (
+        openai.APITimeoutError,
+        openai.APIConnectionError,
+        openai.APIStatusError,
+        openai.APIResponseValidationError,
+        ValueError,
+        httpx2.HTTPError,
+    ) as exc:  # the endpoint is redacted only when there is an error to name it in, not on every call
+        raise _translated(model, exc, redact_url(endpoint) if endpoint else None) from exc
+
+
+def _translated(model: str, exc: Exception, where: str | None) -> ProviderError:
+    if isinstance(exc, openai.APITimeoutError):  # a subclass of APIConnectionError: keep it first
+        return ProviderTimeout(model, "request timed out", endpoint=where)
+    if isinstance(exc, openai.APIConnectionError):
         cause = type(exc.__cause__ or exc).__name__
-        raise ProviderError(model, f"connection failed ({cause})", endpoint=where) from exc
-    except openai.APIStatusError as exc:
+        return ProviderError(model, f"connection failed ({cause})", endpoint=where)
+    if isinstance(exc, openai.APIStatusError):
         headers = exc.response.headers
-        raise provider_error(model, exc.status_code, exc.code, exc.message, headers, endpoint=where) from exc
-    except openai.APIResponseValidationError as exc:
-        raise ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where) from exc
-    except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way
-        raise ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True, endpoint=where) from exc
+        return provider_error(model, exc.status_code, exc.code, exc.message, headers, endpoint=where)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where)
+    # the SDK can surface undecodable bodies as a ValueError or an httpx2 error
+    return ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True, endpoint=where)

@@ -68,6 +68,11 @@ class Throttle:
         self.exhausted: QuotaExhausted | None = None
         """Set once the endpoint reports quota exhaustion: later calls fail at once instead of retrying."""
 
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether calls are charged against a token bucket (only then is their token estimate needed)."""
+        return self._tokens is not None
+
     def hold(self, seconds: float) -> None:
         """Send nothing to this endpoint for `seconds` (a 429's Retry-After applies to every conversation)."""
         self._not_before = max(self._not_before, anyio.current_time() + seconds)

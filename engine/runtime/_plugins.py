@@ -7,9 +7,9 @@ A scenario *kind* (e.g. `crescendo`) names a dialogue protocol in `PROTOCOLS` an
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 from rich.console import RenderableType
@@ -22,6 +22,8 @@ from engine.scenario._spec import Scenario
 
 if TYPE_CHECKING:
     from engine.runtime._build import BuiltScenario
+
+T = TypeVar("T")
 
 __all__ = (
     "JUDGES",
@@ -149,6 +151,16 @@ class EpisodeContext:
     metrics: dict[str, float | int | bool | str | None] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
+    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()` the first time `key` is asked for in this episode, the kept value after: what is fixed
+        for an episode (a rendered system prompt, a script) is not redone on every turn."""
+        try:
+            value: T = self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+        return value
 
     @property
     def condition(self) -> Mapping[str, str]:

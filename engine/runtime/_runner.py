@@ -424,7 +424,7 @@ class Runner:
             judges=judges,
             clients=clients,
             judge_clients=judge_clients,
-            on_turn=turn_callback,
+            on_turn=turn_callback if on_turn is not None else None,  # no await per turn when nobody listens
         )
         started = utc_now()
         error: ErrorInfo | None = None

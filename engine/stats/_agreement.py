@@ -12,12 +12,19 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-from scipy import stats
+from engine.core._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    from scipy import stats
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
+
 
 __all__ = (
     "Agreement",
@@ -271,22 +278,88 @@ def _metric_agreement(
     present = [u for u in units if sum(v is not None for v in u.votes) >= 2]
     if not present:
         return None
-    values = sorted({v for u in present for v in u.votes if v is not None}, key=lambda v: (str(type(v)), v))
-    interval = all(isinstance(v, float) for v in values) or (
-        any(isinstance(v, float) for v in values)
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    )
-    level = "interval" if interval else "nominal"
+    values, level = _scale(present)
     index = {v: i for i, v in enumerate(values)}
     codes = np.array([[index[v] if v is not None else -1 for v in u.votes] for u in present], dtype=int)
     clusters = sorted({u.cluster for u in present})
     where = {c: i for i, c in enumerate(clusters)}
     cluster_of = np.array([where[u.cluster] for u in present])
     pairs = [(a, b) for a in range(len(judges)) for b in range(a + 1, len(judges))] if pairwise else []
-    size = len(values)
-    # per-cluster coincidence matrices (alpha) and per-pair confusion matrices (kappa): sums over clusters
-    coincidence = np.zeros((len(clusters), size, size))
-    confusion = np.zeros((len(pairs), len(clusters), size, size))
+    coincidence, confusion = _cluster_matrices(codes, cluster_of, len(clusters), pairs, len(values))
+    numeric = np.array([float(v) for v in values]) if level == "interval" else None
+    delta = _delta(len(values), numeric)
+
+    def statistics_of(o: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """[alpha, kappa per pair] from summed matrices; o: (..., V, V), c: (P, ..., V, V)."""
+        alpha = _alpha_from_coincidence(o, delta)
+        kappas = [_kappa_from_confusion(c[p], delta) for p in range(len(pairs))]
+        return np.stack([alpha, *kappas])
+
+    point = statistics_of(coincidence.sum(axis=0), confusion.sum(axis=1))
+    low, high = _cluster_interval(point, coincidence, confusion, statistics_of, n_resamples, confidence, seed)
+    votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
+    return {
+        "metric": metric,
+        "level": level,
+        "units": len(present),
+        "clusters": len(clusters),
+        "votes_per_judge": dict(zip(judges, votes_per_judge, strict=True)),
+        "alpha": {"value": _number(point[0]), "low": _number(low[0]), "high": _number(high[0])},
+        "kappa": [
+            {
+                "judges": [judges[a], judges[b]],
+                "weights": "quadratic" if level == "interval" else None,
+                "n": int(confusion[p].sum()),
+                "value": _number(point[p + 1]),
+                "low": _number(low[p + 1]),
+                "high": _number(high[p + 1]),
+            }
+            for p, (a, b) in enumerate(pairs)
+        ],
+    }
+
+
+def _cluster_interval(
+    point: np.ndarray,
+    coincidence: np.ndarray,
+    confusion: np.ndarray,
+    statistics_of: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bounds of every statistic from one bootstrap over clusters (NaN where nothing can vary)."""
+    clusters = coincidence.shape[0]
+    if clusters < 2 or not np.isfinite(point).any():
+        return np.full(point.shape, np.nan), np.full(point.shape, np.nan)
+
+    def resampled(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        chosen = idx.astype(int)  # (batch, clusters)
+        o = coincidence[chosen].sum(axis=-3)
+        c = confusion[:, chosen].sum(axis=-3)
+        return statistics_of(o, c)
+
+    boot = _resample_clusters(clusters, resampled, n_resamples, confidence, seed, batch=500)
+    return np.asarray(boot.confidence_interval.low, dtype=float), np.asarray(boot.confidence_interval.high, dtype=float)
+
+
+def _scale(units: Sequence[VotedUnit]) -> tuple[list[_Value], Literal["interval", "nominal"]]:
+    """The values voted, in order, and whether they form an interval scale (floats) or nominal categories."""
+    values = sorted({v for u in units for v in u.votes if v is not None}, key=lambda v: (str(type(v)), v))
+    interval = all(isinstance(v, float) for v in values) or (
+        any(isinstance(v, float) for v in values)
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    )
+    return values, "interval" if interval else "nominal"
+
+
+def _cluster_matrices(
+    codes: np.ndarray, cluster_of: np.ndarray, clusters: int, pairs: Sequence[tuple[int, int]], size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster coincidence matrices (alpha) and per-pair confusion matrices (kappa), to be summed over
+    the clusters a resample draws."""
+    coincidence = np.zeros((clusters, size, size))
+    confusion = np.zeros((len(pairs), clusters, size, size))
     for row, cluster in zip(codes, cluster_of, strict=True):
         coded = row[row >= 0]
         m = len(coded)
@@ -298,53 +371,11 @@ def _metric_agreement(
         for p, (a, b) in enumerate(pairs):
             if row[a] >= 0 and row[b] >= 0:
                 confusion[p, cluster, row[a], row[b]] += 1
-    numeric = np.array([float(v) for v in values]) if level == "interval" else None
-    delta = _delta(size, numeric)
+    return coincidence, confusion
 
-    def statistics_of(o: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """[alpha, kappa per pair] from summed matrices; o: (..., V, V), c: (P, ..., V, V)."""
-        alpha = _alpha_from_coincidence(o, delta)
-        kappas = [_kappa_from_confusion(c[p], delta) for p in range(len(pairs))]
-        return np.stack([alpha, *kappas])
 
-    point = statistics_of(coincidence.sum(axis=0), confusion.sum(axis=1))
-    low = np.full(point.shape, np.nan)
-    high = np.full(point.shape, np.nan)
-    if len(clusters) >= 2 and np.isfinite(point).any():
-
-        def resampled(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-            chosen = idx.astype(int)  # (batch, clusters)
-            o = coincidence[chosen].sum(axis=-3)
-            c = confusion[:, chosen].sum(axis=-3)
-            return statistics_of(o, c)
-
-        boot = _resample_clusters(len(clusters), resampled, n_resamples, confidence, seed, batch=500)
-        low = np.asarray(boot.confidence_interval.low, dtype=float)
-        high = np.asarray(boot.confidence_interval.high, dtype=float)
-
-    def number(x: float) -> float | None:
-        return float(x) if math.isfinite(x) else None
-
-    votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
-    return {
-        "metric": metric,
-        "level": level,
-        "units": len(present),
-        "clusters": len(clusters),
-        "votes_per_judge": dict(zip(judges, votes_per_judge, strict=True)),
-        "alpha": {"value": number(point[0]), "low": number(low[0]), "high": number(high[0])},
-        "kappa": [
-            {
-                "judges": [judges[a], judges[b]],
-                "weights": "quadratic" if level == "interval" else None,
-                "n": int(confusion[p].sum()),
-                "value": number(point[p + 1]),
-                "low": number(low[p + 1]),
-                "high": number(high[p + 1]),
-            }
-            for p, (a, b) in enumerate(pairs)
-        ],
-    }
+def _number(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
 
 
 def _resample_clusters(

@@ -7,7 +7,8 @@ zero handling; its p comes from the exact sign-flip distribution of the Pratt st
 scipy's permutation machinery enumerates, computed by convolution so it stays exact for any n with ties and
 zeros), and the effect size r is computed from the very same ranks, so r and p cannot disagree in direction.
 This module also decides which pairs enter, how degenerate samples are reported without scipy warnings, how
-seeds are derived so that reruns reproduce every interval, and how a family of p-values is adjusted.
+seeds are derived so that reruns reproduce every interval. A family of contrasts (p adjustment, table
+rows) is engine/stats/_families.py.
 """
 
 from __future__ import annotations
@@ -16,32 +17,31 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-from scipy import stats
-
+from engine.core._lazy import lazy_module
 from engine.scenario._plan import derive_seed
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from scipy import stats
+
+    FloatArray = npt.NDArray[np.float64]
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
+
 __all__ = (
-    "ADJUSTMENTS",
     "MEANINGFUL_R",
     "MIN_PAIRS",
     "N_BOOT",
-    "Adjustment",
     "Contrast",
     "Omnibus",
-    "adjust_p",
     "bootstrap_r_interval",
-    "contrast_rows",
-    "correct_family",
     "detectable_r",
     "difference_contrast",
-    "format_effect",
-    "format_p",
     "friedman_then_pairwise",
-    "omnibus_row",
     "paired_contrast",
     "rank_biserial",
     "signed_rank_p",
@@ -54,17 +54,12 @@ MEANINGFUL_R = 0.10
 N_BOOT = 10_000
 """Bootstrap resamples for the CI of r. At the paper's B = 1,000 an endpoint's Monte-Carlo SD was 0.02–0.08 on
 this project's data: enough to move a reported interval across 0."""
-ADJUSTMENTS = ("bh", "holm", "bonferroni", "none")
-"""Ways to adjust a family of p-values: Benjamini–Hochberg (FDR), Holm and Bonferroni (FWER), or none."""
-
 _CONFIDENCE = 0.95
 _DECIMALS = 12
 """Differences are rounded to this many decimals so float noise (0.1 + 0.2 − 0.3) is neither a signed
 difference nor a broken tie; per-dialogue rates and counts never differ meaningfully below 1e-12."""
 
 Status = Literal["ok", "insufficient"]
-Adjustment = Literal["bh", "holm", "bonferroni", "none"]
-FloatArray = npt.NDArray[np.float64]
 
 
 def _optional_float(value: float | None) -> float | None:
@@ -319,39 +314,6 @@ def bootstrap_r_interval(
     return float(interval.low), float(interval.high)
 
 
-def adjust_p(p: Sequence[float], method: Adjustment | str) -> list[float]:
-    """Adjusted p-values of one family, in the input order; a finding is adjusted p ≤ α.
-
-    `bh`: Benjamini–Hochberg step-up (scipy's `false_discovery_control`), controlling the false discovery rate
-    — under the complete null that is the chance of any false finding, and it holds for positively dependent
-    tests. `holm`: Holm's step-down, p_(i) · (m − i + 1) made monotone, controlling the family-wise error rate.
-    `bonferroni`: p · m. `none`: p unchanged. All are capped at 1.
-
-    Raises:
-        ValueError: For an unknown method or a p outside [0, 1].
-    """
-    values = np.asarray(p, dtype=np.float64)
-    if method not in ADJUSTMENTS:
-        raise ValueError(f"unknown p adjustment {method!r}; choose one of {', '.join(ADJUSTMENTS)}")
-    if values.size == 0:
-        return []
-    if np.any(~np.isfinite(values)) or np.any(values < 0) or np.any(values > 1):
-        raise ValueError("p-values must lie in [0, 1]")
-    m = values.size
-    if method == "none":
-        adjusted = values
-    elif method == "bonferroni":
-        adjusted = np.minimum(1.0, values * m)
-    elif method == "bh":
-        adjusted = np.asarray(stats.false_discovery_control(values, method="bh"), dtype=np.float64)
-    else:
-        order = np.argsort(values, kind="stable")
-        stepped = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * values[order]))
-        adjusted = np.empty(m)
-        adjusted[order] = stepped
-    return [float(x) for x in adjusted]
-
-
 def difference_contrast(
     d: Sequence[float] | FloatArray,
     *,
@@ -439,6 +401,29 @@ def paired_contrast(
     )
 
 
+def _complete_items(columns: Mapping[str, Sequence[float]], levels: tuple[str, ...]) -> FloatArray:
+    """Items × levels, keeping only the items scored at every level (so every test sees the same items)."""
+    if len(levels) < 3:
+        raise ValueError(f"Friedman needs at least three levels, got {list(levels)}; use paired_contrast for two")
+    lengths = {len(columns[level]) for level in levels}
+    if len(lengths) != 1:
+        raise ValueError(f"every level needs one score per item; lengths differ: {sorted(lengths)}")
+    table = np.column_stack([np.asarray(columns[level], dtype=np.float64) for level in levels])
+    table = table[~np.isnan(table).any(axis=1)]
+    if not np.all(np.isfinite(table)):
+        raise ValueError("scores must be finite numbers or NaN (missing), not infinite")
+    return table
+
+
+def _friedman(table: FloatArray) -> tuple[float, float]:
+    """Friedman's χ² and p over complete items."""
+    if np.all(table == table[:, :1]):
+        # Every item ties across all levels: scipy would divide by a zero tie correction.
+        return 0.0, 1.0
+    result = stats.friedmanchisquare(*(table[:, j] for j in range(table.shape[1])))
+    return float(result.statistic), float(result.pvalue)
+
+
 def friedman_then_pairwise(
     columns: Mapping[str, Sequence[float]],
     *,
@@ -471,24 +456,11 @@ def friedman_then_pairwise(
         ValueError: With fewer than three levels (use paired_contrast), columns of unequal length, or an infinity.
     """
     levels = tuple(columns)
-    if len(levels) < 3:
-        raise ValueError(f"Friedman needs at least three levels, got {list(levels)}; use paired_contrast for two")
-    lengths = {len(columns[level]) for level in levels}
-    if len(lengths) != 1:
-        raise ValueError(f"every level needs one score per item; lengths differ: {sorted(lengths)}")
-    table = np.column_stack([np.asarray(columns[level], dtype=np.float64) for level in levels])
-    table = table[~np.isnan(table).any(axis=1)]
-    if not np.all(np.isfinite(table)):
-        raise ValueError("scores must be finite numbers or NaN (missing), not infinite")
+    table = _complete_items(columns, levels)
     n = int(table.shape[0])
     if n == 0 or n < min_pairs:
         return Omnibus(levels, n, "insufficient", None, None, ())
-    if np.all(table == table[:, :1]):
-        # Every item ties across all levels: scipy would divide by a zero tie correction.
-        statistic, p = 0.0, 1.0
-    else:
-        result = stats.friedmanchisquare(*(table[:, j] for j in range(len(levels))))
-        statistic, p = float(result.statistic), float(result.pvalue)
+    statistic, p = _friedman(table)
     if not p < alpha and not always_pairs:
         return Omnibus(levels, n, "ok", statistic, p, ())
     pairs = list(itertools.combinations(range(len(levels)), 2))
@@ -506,80 +478,3 @@ def friedman_then_pairwise(
             contrast = replace(contrast, p_adjusted=min(1.0, contrast.p * len(pairs)))
         pairwise.append(contrast)
     return Omnibus(levels, n, "ok", statistic, p, tuple(pairwise))
-
-
-def correct_family(rows: Sequence[dict[str, Any]], *, method: Adjustment | str = "bh", q: float = 0.05) -> int:
-    """Make `violation` follow the family's adjusted p: every tested contrast row (an r and a p) gets
-    `p_family` and is a finding iff `p_family` ≤ q. Returns the family size.
-
-    Many contrasts read one by one at 95% give findings on data with no effect; adjusting over the declared
-    family (Benjamini–Hochberg by default) keeps the chance of any false finding at q under the complete null.
-    Omnibus and untested rows are never findings.
-    """
-    tested = [
-        row for row in rows if row.get("status") == "ok" and row.get("r") is not None and row.get("p") is not None
-    ]
-    adjusted = adjust_p([float(row["p"]) for row in tested], method)
-    for row in rows:
-        row["p_family"] = None
-        row["violation"] = False
-    for row, value in zip(tested, adjusted, strict=True):
-        row["p_family"] = value
-        row["violation"] = value <= q
-    return len(tested)
-
-
-def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[dict[str, Any]]:
-    """The table rows of one family of levels, in the caller's level order: a Wilcoxon row for two levels
-    (the first against the second), or the Friedman row followed by its Bonferroni pairwise rows for more."""
-    levels = list(columns)
-    if len(levels) < 2:
-        return []
-    if len(levels) == 2:
-        a, b = levels
-        return [
-            {"test": "wilcoxon", **paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed).as_dict()}
-        ]
-    omnibus = friedman_then_pairwise(columns, seed=seed)
-    return [
-        omnibus_row(omnibus, p_adjusted=omnibus.p),
-        *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise),
-    ]
-
-
-def omnibus_row(omnibus: Omnibus, *, p_adjusted: float | None) -> dict[str, Any]:
-    """The Friedman line of a contrast table, shaped like a contrast row so tables and families read it alike;
-    it gates pairs and is never a finding itself."""
-    return {
-        "test": "friedman",
-        "a": " · ".join(omnibus.levels),
-        "b": "",
-        "n": omnibus.n,
-        "status": omnibus.status,
-        "statistic": omnibus.statistic,
-        "p": omnibus.p,
-        "p_adjusted": p_adjusted,
-        "r": None,
-        "ci_low": None,
-        "ci_high": None,
-        "mean_diff": None,
-        "meaningful": False,
-        "violation": False,
-    }
-
-
-def format_effect(row: Mapping[str, Any], unit: str = "pairs") -> str:
-    """A contrast row's effect for a report: r with its CI, Friedman's χ², or why nothing was tested."""
-    if row["status"] != "ok":
-        return f"insufficient (< {MIN_PAIRS} {unit})"
-    if row["r"] is None:
-        return f"Friedman χ² = {row['statistic']:.2f}" if row.get("statistic") is not None else "–"
-    if row.get("ci_low") is None:
-        return f"{row['r']:+.2f}"
-    level = row.get("ci_level") or 0.95
-    tag = "" if abs(level - 0.95) < 1e-12 else f" ({100 * level:.3g}%)"  # a finding's corrected level
-    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]{tag}"
-
-
-def format_p(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from scipy import stats
+from engine.core._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    from scipy import stats
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
+
 
 __all__ = (
     "ClusteredRate",
@@ -182,6 +189,15 @@ def clustered_difference(
     if not can_vary:
         low, high = _newcombe(a, b)
         return RateDifference(a, b, delta, low, high, "newcombe_on_clusters", paired)
+    low, high = _bootstrap_difference((ka, na, kb, nb), paired=paired, seed=seed, confidence=confidence, n=n_resamples)
+    return RateDifference(a, b, delta, low, high, "cluster_bootstrap", paired)
+
+
+def _bootstrap_difference(
+    counts: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], *, paired: bool, seed: int, confidence: float, n: int
+) -> tuple[float, float]:
+    """The percentile interval of rate b − rate a, resampling clusters (once for both sides when paired)."""
+    ka, na, kb, nb = counts
     rng = np.random.default_rng(seed)
     if paired:
 
@@ -195,7 +211,7 @@ def clustered_difference(
             paired_delta,
             paired=True,
             vectorized=True,
-            n_resamples=n_resamples,
+            n_resamples=n,
             confidence_level=confidence,
             method="percentile",
             random_state=rng,
@@ -210,13 +226,13 @@ def clustered_difference(
             (np.arange(len(ka), dtype=float), np.arange(len(kb), dtype=float)),
             unpaired_delta,
             vectorized=True,
-            n_resamples=n_resamples,
+            n_resamples=n,
             confidence_level=confidence,
             method="percentile",
             random_state=rng,
         )
     interval = result.confidence_interval
-    return RateDifference(a, b, delta, float(interval.low), float(interval.high), "cluster_bootstrap", paired)
+    return float(interval.low), float(interval.high)
 
 
 def _newcombe(a: ClusteredRate, b: ClusteredRate) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""`simrun view RUN_DIR`: serve a run's report.html on 127.0.0.1, plus any episode's full transcript on demand.
+"""What `simrun view RUN_DIR` serves: a run's report.html on 127.0.0.1, plus any episode's full transcript on demand.
 
 report.html embeds a bounded number of transcripts; the others link to `episodes/<line>.html`, which this
 server renders from episodes.jsonl when asked. Nothing else in the run directory is served, and only to
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import click
 import orjson
 
 from engine.core._errors import ScenarioError
@@ -29,10 +28,9 @@ from engine.report._rebuild import REPORT_HTML, write_report
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import SUMMARY, RunDir
-from engine.runtime._runs import RUN_DIR
 from engine.tools._http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 
-__all__ = ("ReportServer", "serve_report", "view_command")
+__all__ = ("ReportServer", "serve_report")
 
 _EPISODE = re.compile(r"^/episodes/(\d+)\.html$")
 _TEXT = "text/plain; charset=utf-8"
@@ -129,25 +127,3 @@ def serve_report(run_dir: Path, port: int = 0) -> Iterator[ReportServer]:
     server = ReportServer(run_dir, port)
     with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(server):
         yield server
-
-
-async def _serve_forever(server: ReportServer, run_dir: Path) -> None:
-    try:
-        async with server:
-            click.echo(f"serving {run_dir / REPORT_HTML} at {server.url}  (Ctrl-C to stop)")
-            await anyio.sleep_forever()
-    except OSError as exc:  # only binding can raise it: connections contain their own failures
-        raise ScenarioError(f"cannot listen on 127.0.0.1:{server.port}: {exc.strerror or exc}; try --port 0") from None
-
-
-@click.command(name="view")
-@click.argument("run_dir", type=RUN_DIR)
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0 picks a free port.")
-def view_command(run_dir: Path, port: int) -> int:
-    """Serve RUN_DIR's report.html on 127.0.0.1 and print the address (Ctrl-C stops)."""
-    server = ReportServer(run_dir, port)
-    for warning in (server.summary.get("run") or {}).get("warnings") or []:
-        click.echo(f"warning: {warning}", err=True)
-    with suppress(KeyboardInterrupt):
-        anyio.run(_serve_forever, server, run_dir, backend="asyncio")
-    return 0

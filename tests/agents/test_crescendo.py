@@ -532,3 +532,39 @@ async def test_estimate_bounds_a_real_run(tmp_path: Path) -> None:
         assert int(record.metrics["tutor_turns"] or 0) <= estimate["tutor"].calls
         votes = sum(len(j.votes) for j in record.judgments if j.metric in ("unsafe", "learns_more", "on_topic"))
         assert votes <= estimate["judge"].calls
+
+
+# ------------------------------------------------------------------ per-episode work done once
+
+
+async def test_scripted_script_and_tutor_prompt_are_rendered_once_per_episode(tmp_path: Path) -> None:
+    """What is fixed for an episode is computed at its first turn and reused: later turns see the same objects,
+    and another episode gets its own (its item differs)."""
+    scenario = make_scenario(tmp_path)
+    student = ScriptedStudent(ScriptedStudent.Options(utterances=["{{ item.question }}", "Next, please."]))
+    ctx = make_ctx(scenario, condition={"format": "multi"}, student=student)
+    first = await student.respond(ctx)
+    assert first is not None and first.text == ITEM.question
+    script: list[str] = ctx.once("scripted.script", list)
+    await ctx.add_turn("student", first)
+    second = await student.respond(ctx)
+    assert second is not None and second.text == "Next, please."
+    assert ctx.once("scripted.script", list) is script
+    system = tutor_messages(ctx, DEFAULT_TUTOR_PROMPT)[0]["content"]
+    assert tutor_messages(ctx, DEFAULT_TUTOR_PROMPT)[0]["content"] is system
+    other = make_ctx(scenario, condition={"format": "multi"}, item=ITEM.model_copy(update={"domain": "chemistry"}))
+    other_system = tutor_messages(other, DEFAULT_TUTOR_PROMPT)[0]["content"]
+    assert "chemistry" in other_system and other_system != system
+
+
+def test_once_computes_a_key_once_per_context(tmp_path: Path) -> None:
+    scenario = make_scenario(tmp_path)
+    ctx = make_ctx(scenario, condition={"format": "multi"})
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert [ctx.once("a", compute), ctx.once("a", compute), ctx.once("b", compute)] == [1, 1, 2]
+    assert make_ctx(scenario, condition={"format": "multi"}).once("a", compute) == 3

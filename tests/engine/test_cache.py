@@ -19,12 +19,12 @@ from click.testing import CliRunner
 import engine.models._client
 import engine.models._retry
 from engine import EpisodeRecord, Runner, ScenarioError, write_report
+from engine.cli._cache import cache_group
 from engine.core._errors import ProviderError, QuotaExhausted
 from engine.core._records import Usage
 from engine.models._cache import (
     CacheError,
     ResponseCache,
-    cache_group,
     cache_key,
     default_cache_path,
     resolve_cache_path,

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import click
 import orjson
 import pytest
 import yaml
@@ -200,3 +201,17 @@ def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
         return data
 
     assert summary(run_dir) == summary(_only_run_dir(tmp_path / "clean"))
+
+
+def test_lazy_commands_are_listed_with_their_own_help() -> None:
+    """`simrun --help` lists the lazily imported commands from a table of their short help, without importing
+    them; the table must say what each command says of itself."""
+    from engine.cli._main import _RunByDefault
+
+    assert set(_RunByDefault.LAZY_HELP) == set(_RunByDefault.LAZY)
+    group = _RunByDefault()
+    ctx = click.Context(group)
+    for name in _RunByDefault.LAZY:
+        command = group.get_command(ctx, name)
+        assert command is not None
+        assert command.get_short_help_str(limit=1000) == _RunByDefault.LAZY_HELP[name]

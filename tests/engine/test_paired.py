@@ -15,14 +15,13 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from engine import derive_seed
+from engine.stats._families import adjust_p, correct_family
 from engine.stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
     N_BOOT,
     Contrast,
-    adjust_p,
     bootstrap_r_interval,
-    correct_family,
     detectable_r,
     difference_contrast,
     friedman_then_pairwise,

@@ -1,15 +1,34 @@
-"""Registers load testing as a run mode, so the scenario loader and the run-directory readers need not know it."""
+"""Registers load testing as a run mode, so the scenario loader and the run-directory readers need not know it.
+
+Every command loads the plug-ins, so this module stays light: the load tester (HTTP clients, the SDK, its report)
+is imported only when a load-test run is rebuilt or shown.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.runtime._modes import RUN_MODES, RunMode
-from engine.tools.loadtest._report import render_console
-from engine.tools.loadtest._run import rebuild_summary
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from engine.runtime._rundir import RunDir
 
 __all__ = ("LOAD_MODE",)
+
+
+def _rebuild(run_dir: RunDir) -> dict[str, Any]:
+    from engine.tools.loadtest._run import rebuild_summary
+
+    return rebuild_summary(run_dir)
+
+
+def _render_console(summary: Mapping[str, Any]) -> RenderableType:
+    from engine.tools.loadtest._report import render_console
+
+    return render_console(summary)
 
 
 def _outcome(manifest: Mapping[str, Any]) -> str:
@@ -21,8 +40,8 @@ def _outcome(manifest: Mapping[str, Any]) -> str:
 LOAD_MODE = RunMode(
     noun="a load test",
     command="simrun loadtest",
-    rebuild=rebuild_summary,
-    render_console=render_console,
+    rebuild=_rebuild,
+    render_console=_render_console,
     outcome=_outcome,
 )
 RUN_MODES.add("load", LOAD_MODE)

@@ -85,28 +85,49 @@ async def run_step(
         {"config": config.model_dump(mode="json"), "items": [item.model_dump(mode="json") for item in items],
          "rate": rate, "step": step}
     )  # fmt: skip
-    ready = 0
-    all_ready = anyio.Event()
-    start_wall: list[float] = []
-    results: list[tuple[list[RequestRecord], Health]] = []
-    failures: list[str] = []
+    workers = _Workers(config, job, stop)
+    async with anyio.create_task_group() as watching:
+        if progress is not None:
+            watching.start_soon(progress.watch, workers.live)
+        async with anyio.create_task_group() as group:
+            for worker in range(config.workers):
+                group.start_soon(workers.spawn, worker)
+        watching.cancel_scope.cancel()
+    if workers.failures:
+        raise ScenarioError("load worker processes failed:\n" + "\n".join(workers.failures))
+    rows = sorted((row for found, _ in workers.results for row in found), key=lambda row: row.dispatched)
+    return rows, sorted((health for _, health in workers.results), key=lambda health: health.worker)
 
-    async def spawn(worker: int) -> None:
-        nonlocal ready
+
+class _Workers:
+    """The coordinator's side of a multi-process step: the processes, their shared start, rows and progress."""
+
+    def __init__(self, config: LoadConfig, job: bytes, stop: anyio.Event | None) -> None:
+        self.config, self.job, self.stop = config, job, stop
+        self.ready = 0
+        self.all_ready = anyio.Event()
+        self.start_wall: list[float] = []
+        self.results: list[tuple[list[RequestRecord], Health]] = []
+        self.failures: list[str] = []
+        self.live = LiveCounts()
+        self.per_worker = {w: LiveCounts() for w in range(config.workers)}
+
+    async def spawn(self, worker: int) -> None:
+        stop = self.stop
         command = [sys.executable, "-m", "engine.tools.loadtest._workers", str(worker)]
         async with await anyio.open_process(command) as process:
             assert process.stdin is not None and process.stdout is not None and process.stderr is not None
             with suppress(anyio.BrokenResourceError):  # a worker that died at once is reported below
-                await process.stdin.send(job + b"\n")
+                await process.stdin.send(self.job + b"\n")
             received = await _read_until_newline(process.stdout)
-            ready += 1  # a worker that died counts too, so the others are not left waiting for it
-            if ready == config.workers:
-                start_wall.append(time.time() + START_LEAD_S)
-                all_ready.set()
-            await all_ready.wait()
+            self.ready += 1  # a worker that died counts too, so the others are not left waiting for it
+            if self.ready == self.config.workers:
+                self.start_wall.append(time.time() + START_LEAD_S)
+                self.all_ready.set()
+            await self.all_ready.wait()
             if received is not None:
                 with suppress(anyio.BrokenResourceError):
-                    await process.stdin.send(orjson.dumps(start_wall[0]) + b"\n")
+                    await process.stdin.send(orjson.dumps(self.start_wall[0]) + b"\n")
             await process.stdin.aclose()
             output, errors = bytearray(), bytearray()
             async with anyio.create_task_group() as watch:
@@ -114,37 +135,23 @@ async def run_step(
                     watch.start_soon(_terminate_on, stop, process)
                 async with anyio.create_task_group() as drain:  # both pipes at once, so neither fills and blocks
                     drain.start_soon(_drain, process.stdout, output)
-                    drain.start_soon(_drain_stderr, process.stderr, errors, partial(_merge, worker))
+                    drain.start_soon(_drain_stderr, process.stderr, errors, partial(self.merge, worker))
                 watch.cancel_scope.cancel()
             if await process.wait() != 0 or received is None:
                 if not (stop is not None and stop.is_set()):  # else it was stopped before measuring anything
-                    failures.append(f"worker {worker}: {errors.decode(errors='replace')[-800:].strip()}")
+                    self.failures.append(f"worker {worker}: {errors.decode(errors='replace')[-800:].strip()}")
                 return
-        results.append(_decode(orjson.loads(output)))
+        self.results.append(_decode(orjson.loads(output)))
 
-    live, per_worker = LiveCounts(), {w: LiveCounts() for w in range(config.workers)}
-
-    def _merge(worker: int, line: bytes) -> None:
+    def merge(self, worker: int, line: bytes) -> None:
         """A worker's progress line: its counters replace its last ones; the TTFTs add up."""
         counts = orjson.loads(line)
-        per_worker[worker] = LiveCounts(**{k: v for k, v in counts.items() if k != "ttfts"})
-        if not live.watched:
+        self.per_worker[worker] = LiveCounts(**{k: v for k, v in counts.items() if k != "ttfts"})
+        if not self.live.watched:
             return
-        live.ttfts.extend(counts["ttfts"])
+        self.live.ttfts.extend(counts["ttfts"])
         for name in ("sent", "ok", "errors", "in_flight"):
-            setattr(live, name, sum(getattr(each, name) for each in per_worker.values()))
-
-    async with anyio.create_task_group() as watching:
-        if progress is not None:
-            watching.start_soon(progress.watch, live)
-        async with anyio.create_task_group() as group:
-            for worker in range(config.workers):
-                group.start_soon(spawn, worker)
-        watching.cancel_scope.cancel()
-    if failures:
-        raise ScenarioError("load worker processes failed:\n" + "\n".join(failures))
-    rows = sorted((row for found, _ in results for row in found), key=lambda row: row.dispatched)
-    return rows, sorted((health for _, health in results), key=lambda health: health.worker)
+            setattr(self.live, name, sum(getattr(each, name) for each in self.per_worker.values()))
 
 
 async def _terminate_on(stop: anyio.Event, process: anyio.abc.Process) -> None:

@@ -1,0 +1,35 @@
+"""`simrun compare RUN_A RUN_B [...]`: compare runs (engine.tools._compare) and print the headline."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from engine.cli._runs import RUN_DIR
+from engine.core._format import fit_to_width
+from engine.tools._compare_report import render_console, write_comparison
+
+__all__ = ("compare_command",)
+
+
+@click.command(name="compare")
+@click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Folder for the comparison report.")
+def compare_command(runs: tuple[Path, ...], out: Path | None) -> int:
+    """Compare RUN_A RUN_B [...] episode by episode; writes compare.md and compare.html (exit 2: not comparable)."""
+    target = out or Path("runs") / f"compare-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    comparison = write_comparison(runs, target)
+    for warning in comparison.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    console = Console(soft_wrap=True)
+    for statement in comparison.statements:
+        console.print(Text(statement))
+    headline = render_console(comparison)
+    if headline is not None:
+        console.print(fit_to_width(headline, console.width))
+    click.echo(f"wrote {target / 'compare.md'} and {target / 'compare.html'} ({comparison.matched} matched episodes)")
+    return 0 if comparison.comparable else 2
