@@ -7,12 +7,17 @@ and `correct_family` decides its findings; the rows shape Wilcoxon and Friedman 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-from scipy import stats
-
+from engine.core._lazy import lazy_module
 from engine.stats._paired import MIN_PAIRS, Omnibus, friedman_then_pairwise, paired_contrast
+
+if TYPE_CHECKING:
+    import numpy as np
+    from scipy import stats
+else:
+    np = lazy_module("numpy")
+    stats = lazy_module("scipy.stats")
 
 __all__ = (
     "ADJUSTMENTS",
