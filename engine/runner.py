@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -38,11 +39,13 @@ from .spec import ModelSpec, Scenario, key_variables
 from .throttle import Throttle
 
 __all__ = (
+    "Endpoint",
     "EpisodeCallback",
     "RunHandle",
     "RunResult",
     "Runner",
     "TurnCallback",
+    "endpoint_limits",
     "open_run",
     "preflight",
     "run",
@@ -54,6 +57,8 @@ log = HOST_LOG
 EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
 TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
 Status = Literal["finished", "interrupted"]
+Endpoint = tuple[str, str | None, str | None, str]
+"""provider, base_url, api_key_env, model name: what one throttle, breaker and client are shared by."""
 T = TypeVar("T", int, float)
 
 
@@ -287,7 +292,12 @@ class Runner:
                 async with anyio.create_task_group() as outer:
                     if handle_signals:
                         outer.start_soon(self._watch_signals)
-                    await self._run_episodes(clients, judge_clients, judges)
+                    if self.scenario.executor.name == "ray":
+                        from .ray_executor import run_on_ray  # Ray is imported only when it is used
+
+                        await run_on_ray(self)
+                    else:
+                        await self._run_episodes(clients, judge_clients, judges)
                     outer.cancel_scope.cancel()
             completed = True
         finally:
@@ -337,18 +347,18 @@ class Runner:
                 self._episodes_scope.cancel()
 
     async def _open_clients(self, stack: AsyncExitStack) -> tuple[dict[str, ModelClient], list[ModelClient]]:
-        models: dict[tuple[str, str | None, str | None, str], ChatModel] = {}
-        throttles: dict[tuple[str, str | None, str | None, str], Throttle] = {}
+        models: dict[Endpoint, ChatModel] = {}
+        throttles: dict[Endpoint, Throttle] = {}
         cache = await ResponseCache.open(self.cache_path) if self.cache_path is not None else None
         if cache is not None:
             stack.push_async_callback(cache.aclose)
 
         roles = self.built.models
-        sharing: dict[tuple[str, str | None, str | None, str], list[ModelSpec]] = {}
+        sharing: dict[Endpoint, list[ModelSpec]] = {}
         for _, spec in roles:
             sharing.setdefault(_endpoint(spec), []).append(spec)
 
-        breakers: dict[tuple[str, str | None, str | None, str], Breaker] = {}
+        breakers: dict[Endpoint, Breaker] = {}
 
         def client(role: str, spec: ModelSpec) -> ModelClient:
             key = _endpoint(spec)
@@ -357,13 +367,7 @@ class Runner:
                 stack.push_async_callback(model.aclose)
                 models[key] = model
                 breakers[key] = Breaker(f"{role} {spec.model}", self._breaker_opened, self._breaker_policy)
-                # Roles on one endpoint share one budget: the strictest of their limits holds for all.
-                same = sharing[key]
-                throttles[key] = Throttle(
-                    rpm=_strictest(s.rpm for s in same),
-                    tpm=_strictest(s.tpm for s in same),
-                    max_in_flight=_strictest(s.max_concurrency for s in same),
-                )
+                throttles[key] = self._new_throttle(key, sharing[key])
             return ModelClient(
                 role,
                 spec,
@@ -384,6 +388,21 @@ class Runner:
         )
         return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
 
+    def _new_throttle(self, endpoint: Endpoint, sharing: list[ModelSpec]) -> Throttle:
+        """The endpoint's throttle; a Ray worker's runner overrides it to spend the cluster's one budget."""
+        return Throttle(**endpoint_limits(sharing))
+
+    async def episode_player(self, stack: AsyncExitStack) -> Callable[[Episode], Awaitable[EpisodeRecord]]:
+        """Open this run's clients on `stack` and return what plays one episode into its record, with no run
+        directory: how a Ray worker plays its shard with the very code of a local run."""
+        clients, judge_clients = await self._open_clients(stack)
+        return partial(self._play, clients=clients, judge_clients=judge_clients, judges=list(self.built.judges))
+
+    def admission_refused(self) -> str | None:
+        """Why no further episode may start (a budget spent, `--max-errors` reached), or None."""
+        reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
+        return reason if reason is not None else self._error_limit_reached()
+
     async def _run_episodes(
         self, clients: dict[str, ModelClient], judge_clients: list[ModelClient], judges: list[Judge]
     ) -> None:
@@ -396,15 +415,16 @@ class Runner:
                 with self._admission:
                     for episode in self.pending:
                         await limiter.acquire_on_behalf_of(episode.id)
-                        reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
-                        if reason is None:
-                            reason = self._error_limit_reached()
+                        reason = self.admission_refused()
                         if reason is not None:
                             limiter.release_on_behalf_of(episode.id)
-                            self._events.warning("budget.exhausted", reason=reason)
-                            self._stop(reason)  # like Ctrl-C: resumable with a higher limit
+                            self.refuse_admission(reason)
                             break
                         group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
+
+    def refuse_admission(self, reason: str) -> None:
+        self._events.warning("budget.exhausted", reason=reason)
+        self._stop(reason)  # like Ctrl-C: resumable with a higher limit
 
     def _error_limit_reached(self) -> str | None:
         limit = self._max_errors
@@ -424,24 +444,27 @@ class Runner:
         judges: list[Judge],
     ) -> None:
         try:
-            record = await self._play(episode, clients, judge_clients, judges)
-            if record.error is not None and self._error_limit_reached() is not None:
-                return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
-            # Counted before the append's await, so episodes ending together see each other's errors.
-            if record.error is None:
-                self.ok += 1
-            else:
-                self.errors += 1
-                self.errors_by_kind[record.error.type] += 1
-                self.first_errors.setdefault(record.error.type, record.error.message)
-            await self.run_dir.append(record)
-            if self.on_episode is not None:
-                await self.on_episode(record)
-            reason = self._error_limit_reached() if record.error is not None else None
-            if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
-                self._stop(reason, cancel_in_flight=True)
+            await self.accept(await self._play(episode, clients, judge_clients, judges))
         finally:
             limiter.release_on_behalf_of(episode.id)
+
+    async def accept(self, record: EpisodeRecord) -> None:
+        """Count and append one finished episode's record: the single place records enter the run directory."""
+        if record.error is not None and self._error_limit_reached() is not None:
+            return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
+        # Counted before the append's await, so episodes ending together see each other's errors.
+        if record.error is None:
+            self.ok += 1
+        else:
+            self.errors += 1
+            self.errors_by_kind[record.error.type] += 1
+            self.first_errors.setdefault(record.error.type, record.error.message)
+        await self.run_dir.append(record)
+        if self.on_episode is not None:
+            await self.on_episode(record)
+        reason = self._error_limit_reached() if record.error is not None else None
+        if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
+            self._stop(reason, cancel_in_flight=True)
 
     async def _play(
         self,
@@ -542,8 +565,18 @@ class Runner:
         )
 
 
-def _endpoint(spec: ModelSpec) -> tuple[str, str | None, str | None, str]:
+def _endpoint(spec: ModelSpec) -> Endpoint:
     return (spec.provider, spec.base_url, spec.api_key_env, spec.name)
+
+
+def endpoint_limits(sharing: Iterable[ModelSpec]) -> dict[str, Any]:
+    """Roles on one endpoint share one budget: the strictest of their limits holds for all."""
+    same = list(sharing)
+    return {
+        "rpm": _strictest(s.rpm for s in same),
+        "tpm": _strictest(s.tpm for s in same),
+        "max_in_flight": _strictest(s.max_concurrency for s in same),
+    }
 
 
 def _strictest(limits: Iterable[T | None]) -> T | None:
