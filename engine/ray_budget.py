@@ -2,9 +2,8 @@
 
 Each worker's `LeasedThrottle` spends permits it has leased from the endpoint's `EndpointBudget` actor and asks
 for more only when they run out, so the actor is off the per-request path. The actor drains its buckets exactly
-as a local `Throttle` does (`bucket_shape`: a second's share at most, never a minute's), so N workers together
-keep the configured rate. A lease is at least one request (or the tokens a call needs) and about 100 ms of the
-rate otherwise: what a worker holds unspent, and may send during a pause it has not heard of yet, is that slice.
+with the local `Throttle`'s buckets (`bucket_shape`), so N workers together keep the configured rate. A lease is what the worker's waiting calls need, at most about 100 ms of the rate (or
+the one call that needs more): what a worker may send during a pause it has not heard of yet is that slice.
 
 A Retry-After seen by any worker pauses the endpoint's budget (no lease is granted before it ends); quota
 exhaustion seen by any worker is kept by the actor and fails every worker's next call to that endpoint.
@@ -33,31 +32,45 @@ def endpoint_label(endpoint: tuple[str, str | None, str | None, str]) -> str:
 
 
 class EndpointBudget:
-    """A Ray actor (async) holding one endpoint's RPM and TPM buckets for the whole cluster."""
+    """A Ray actor (async) holding one endpoint's RPM and TPM buckets for the whole cluster.
+
+    Its buckets hold one slice, not a second's share, and start full: a window after an idle spell then carries
+    at most a slice more than the rate, where a local throttle allows a second's more, and the first window none.
+    A lease returns as soon as its first permit is there, with what else is free at that instant, so permits are
+    sent when they are granted rather than saved up over a slice and sent together.
+    """
 
     def __init__(self, *, rpm: float | None, tpm: float | None) -> None:
-        self._buckets = {"requests": _bucket(rpm), "tokens": _bucket(tpm, 4096.0)}
-        self._slices = {"requests": (rpm or 0) / 60 * SLICE_S, "tokens": (tpm or 0) / 60 * SLICE_S}
+        self._buckets = {"requests": _bucket(rpm, period_s=SLICE_S), "tokens": _bucket(tpm, 4096.0, SLICE_S)}
+        self._filled: set[str] = set()
         self._not_before = 0.0
         self._exhausted: str | None = None
         self.granted = {"requests": 0.0, "tokens": 0.0}
 
-    async def lease(self, kind: str, needed: float) -> dict[str, Any]:
-        """Permits of `kind` (`requests` or `tokens`): at least `needed`, else a slice; waits for the rate."""
+    async def lease(self, kind: str, need: float, want: float) -> dict[str, Any]:
+        """`need` permits of `kind` (`requests` or `tokens`) once the rate allows, and up to `want` if free now."""
         bucket = self._buckets[kind]
         while (wait := self._not_before - time.monotonic()) > 0 and self._exhausted is None:
             await anyio.sleep(wait)
         if self._exhausted is not None:
             return {"granted": 0.0, "exhausted": self._exhausted}
-        amount = max(needed, self._slices[kind])
+        granted = max(need, want)
         if bucket is not None:
-            await bucket.take(amount)
-        self.granted[kind] += amount
-        return {"granted": amount, "exhausted": self._exhausted}
+            if kind not in self._filled:  # no opening burst: the first permits come at the rate
+                self._filled.add(kind)
+                await bucket.take(bucket.capacity)
+            await bucket.take(need)
+            granted, step = need, max(1.0, bucket.capacity / 8)
+            while granted + step <= want and bucket.limiter.has_capacity(step):
+                await bucket.limiter.acquire(step)
+                granted += step
+        self.granted[kind] += granted
+        return {"granted": granted, "exhausted": self._exhausted}
 
     def hold(self, seconds: float) -> None:
-        """A worker met Retry-After: no lease for anyone before it has passed."""
+        """A worker met Retry-After: no lease for anyone before it has passed, and no burst once it has."""
         self._not_before = max(self._not_before, time.monotonic() + seconds)
+        self._filled.clear()
 
     def exhaust(self, message: str) -> None:
         self._exhausted = self._exhausted or message
@@ -67,22 +80,36 @@ class EndpointBudget:
 
 
 class _LeasedBucket(_Bucket):
-    """The `_Bucket` interface over permits leased from the budget actor; one lease in flight per worker."""
+    """The `_Bucket` interface over permits leased from the budget actor; one lease in flight per worker.
 
-    def __init__(self, throttle: LeasedThrottle, kind: str) -> None:
+    A lease asks for what the callers waiting here need, up to a slice, so permits are spent as they arrive;
+    one not spent within a slice's time lapses, so no worker can save permits up and spend them in a burst.
+    """
+
+    def __init__(self, throttle: LeasedThrottle, kind: str, per_minute: float) -> None:
         self._throttle, self._kind = throttle, kind
-        self._balance = 0.0
+        self._slice = per_minute / 60 * SLICE_S
+        self._balance, self._leased_at, self._waiting = 0.0, 0.0, 0.0
         self._lock: anyio.Lock | None = None
 
     async def take(self, amount: float) -> None:
         self._lock = self._lock or anyio.Lock()
-        async with self._lock:
-            while self._balance < amount:
-                lease = await self._throttle.budget.lease.remote(self._kind, amount - self._balance)
-                if lease["exhausted"] is not None:
-                    self._throttle.quota_exhausted(lease["exhausted"])
-                self._balance += lease["granted"]
-            self._balance -= amount
+        self._waiting += amount
+        try:
+            async with self._lock:
+                if time.monotonic() - self._leased_at > SLICE_S:
+                    self._balance = 0.0
+                while self._balance < amount:
+                    need = amount - self._balance
+                    want = max(need, min(self._waiting - self._balance, self._slice))
+                    lease = await self._throttle.budget.lease.remote(self._kind, need, want)
+                    if lease["exhausted"] is not None:
+                        self._throttle.quota_exhausted(lease["exhausted"])
+                    self._balance += lease["granted"]
+                    self._leased_at = time.monotonic()
+                self._balance -= amount
+        finally:
+            self._waiting -= amount
 
 
 class LeasedThrottle(Throttle):
@@ -99,8 +126,8 @@ class LeasedThrottle(Throttle):
     ) -> None:
         super().__init__(max_in_flight=max_in_flight)
         self.budget, self._model = budget, model
-        self._requests = _LeasedBucket(self, "requests") if rpm is not None else None
-        self._tokens = _LeasedBucket(self, "tokens") if tpm is not None else None
+        self._requests = _LeasedBucket(self, "requests", rpm) if rpm is not None else None
+        self._tokens = _LeasedBucket(self, "tokens", tpm) if tpm is not None else None
 
     def hold(self, seconds: float) -> None:
         super().hold(seconds)

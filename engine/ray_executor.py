@@ -34,7 +34,7 @@ from .runner import Endpoint, Runner, endpoint_limits
 from .spec import ModelSpec
 from .throttle import Throttle
 
-__all__ = ("EpisodeWorker", "connect", "require_ray", "run_on_ray")
+__all__ = ("EpisodeWorker", "connect", "require_ray", "run_on_ray", "worker_name")
 
 INSTALL_HINT = "--executor ray needs Ray, an optional extra: pip install 'simrun[ray]'"
 MAX_BATCH = 8
@@ -264,6 +264,11 @@ class _Dispatch:
             runner._stop(reply["reason"], cancel_in_flight=True)
 
 
+def worker_name(run_dir: Path, index: int, generation: int = 0) -> str:
+    """The Ray actor name of a run's worker `index` (its `generation`-th replacement): the dashboard shows it."""
+    return f"simrun:{run_dir}:w{index}.{generation}"
+
+
 def _budget_actors(ray: ModuleType, runner: Runner) -> dict[str, Any]:
     """One budget actor per endpoint that has an RPM or TPM limit, shared by every worker."""
     sharing: dict[Endpoint, list[ModelSpec]] = {}
@@ -288,8 +293,12 @@ async def run_on_ray(runner: Runner) -> None:
     budgets = _budget_actors(ray, runner)
     actor_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EpisodeWorker)
 
+    generations: dict[int, int] = {}
+
     def start_actor(index: int) -> Any:
-        return actor_class.options(name=None).remote(built_ref, budgets, workers, runner.cache_path)
+        generations[index] = generations.get(index, -1) + 1
+        name = worker_name(runner.run_dir.path, index, generations[index])
+        return actor_class.options(name=name).remote(built_ref, budgets, workers, runner.cache_path)
 
     per_worker = math.ceil(runner.scenario.concurrency / workers)
     batch = max(1, min(MAX_BATCH, per_worker, math.ceil(len(runner.pending) / (workers * 4))))
