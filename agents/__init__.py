@@ -1,6 +1,6 @@
 """The participants: the tutor agent, student strategies and dialogue protocols (registered by name)."""
 
-from engine.templates import check_template, render
+from engine import check_template, render
 
 from . import cases_sim, persona_sim, remath_sim  # noqa: F401  (register the sim behaviours of these kinds)
 from .cases import CaseDesign, CasesProtocol, CaseStudent, CaseTutor

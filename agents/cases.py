@@ -49,8 +49,8 @@ from engine import (
     RequestContext,
     Utterance,
     judge_calls,
+    parse_json_object,
 )
-from engine.text import parse_json_object
 from personas.case_retrieval import tfidf_similarity
 from personas.cases import Case, ResponseType, case_of
 

@@ -41,8 +41,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import ChatRequest, sim_knobs, sim_task
-from engine.text import content_words
+from engine import ChatRequest, content_words, sim_knobs, sim_task
 
 __all__ = (
     "APPLIES_RECALL",

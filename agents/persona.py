@@ -19,8 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine import STUDENTS, EpisodeContext, RequestContext, Utterance
-from engine.templates import check_template, render
+from engine import STUDENTS, EpisodeContext, RequestContext, Utterance, check_template, render
 
 __all__ = ("DEFAULT_OPENING", "PersonaStudent", "builtin_profile", "student_messages")
 

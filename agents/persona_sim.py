@@ -18,9 +18,7 @@ from decimal import Decimal, InvalidOperation
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine import ChatRequest, Item, sim_knobs, sim_task
-from engine.providers.sim import format_number, last_message
-from engine.text import mentions_answer, numbers_in
+from engine import ChatRequest, Item, format_number, last_message, mentions_answer, numbers_in, sim_knobs, sim_task
 
 __all__ = ("PersonaKnobs", "wrong_attempts")
 

@@ -44,8 +44,8 @@ from engine import (
     RequestContext,
     Utterance,
     judge_calls,
+    parse_json_object,
 )
-from engine.text import parse_json_object
 from personas.remath import ERROR_TYPES, INTENTIONS, STRATEGIES
 
 __all__ = (

@@ -39,8 +39,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import ChatRequest, sim_knobs, sim_task
-from engine.text import mentions_answer
+from engine import ChatRequest, mentions_answer, sim_knobs, sim_task
 from personas.remath import ERROR_TYPES
 from personas.remath import INTENTIONS as INTENTION_LABELS
 from personas.remath import STRATEGIES as STRATEGY_LABELS

@@ -7,9 +7,17 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engine import STUDENTS, BadModelOutput, Episode, EpisodeContext, RequestContext, Utterance
-from engine.templates import check_template, render
-from engine.text import parse_json_object
+from engine import (
+    STUDENTS,
+    BadModelOutput,
+    Episode,
+    EpisodeContext,
+    RequestContext,
+    Utterance,
+    check_template,
+    parse_json_object,
+    render,
+)
 from personas import Dimension, taxonomy
 
 __all__ = ("AttackerTurn", "Backtracking", "CrescendoStudent", "ScriptedStudent", "turn_budget")

@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from engine import TUTORS, Episode, EpisodeContext, RequestContext, Utterance
-from engine.templates import check_template, render
+from engine import TUTORS, Episode, EpisodeContext, RequestContext, Utterance, check_template, render
 
 __all__ = ("DEFAULT_TUTOR_PROMPT", "ModelTutor", "system_prompt_for", "tutor_messages")
 

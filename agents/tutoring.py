@@ -34,9 +34,9 @@ from engine import (
     EpisodeContext,
     Utterance,
     judge_calls,
+    mentions_answer,
+    render,
 )
-from engine.templates import render
-from engine.text import mentions_answer
 
 from .persona import DEFAULT_OPENING
 
@@ -67,7 +67,7 @@ _WHOLE = re.compile(r"(?<![\w.])[-−]?\d+(?:\.0+)?(?![\w.]*\d)")
 def states_answer(text: str, answer: str) -> bool:
     """Whether `text` states `answer` — the fairness protocol's stop rule.
 
-    Like `engine.text.mentions_answer`, except for a small whole-number answer (|answer| < SMALL_ANSWER): "2"
+    Like `engine.core._text.mentions_answer`, except for a small whole-number answer (|answer| < SMALL_ANSWER): "2"
     turns up in tutoring sentences for other reasons ("step 2", "2 ways", "divide by 2"), and ending a
     dialogue on those would cut it short. Such an answer counts only where it is stated: after "=", ":", "is",
     "equals", "be", "get", "gives", "it's", "answer" (optionally "just"/"exactly"/"about"), or as a clause of

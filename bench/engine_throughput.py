@@ -26,7 +26,7 @@ async def _measure(episodes: int, concurrency: int, out: Path) -> None:
         ROOT / "scenarios" / "crescendo.yaml",
         overrides=[f"limit={episodes}", f"concurrency={concurrency}", "items.0.limit=20"],
     )
-    runner = engine.Runner(scenario, out=out)
+    runner = engine.Runner(scenario, out=out, report=engine.write_report)
     started = time.perf_counter()
     cpu_started = time.process_time()
     result = await runner.run()

@@ -37,10 +37,10 @@ import structlog
 
 import engine
 from bench.transport_ceiling import ROOT, _bare_aiohttp, _drive, _histories, _openai_sdk, serve_in_subprocess
-from engine.loadtest import LoadConfig
-from engine.loadtest.metrics import summarize
-from engine.loadtest.run import load_items
-from engine.loadtest.workers import run_step
+from engine import LoadConfig
+from engine.tools.loadtest._metrics import summarize
+from engine.tools.loadtest._run import load_items
+from engine.tools.loadtest._workers import run_step
 
 RATES = (100, 200, 400, 800, 1200, 1600, 2000, 2500, 3000, 4000)
 
@@ -117,9 +117,9 @@ async def _engine(base_url: str, transport: str, episodes: int, concurrency: int
             f"replicates={-(-episodes // 660)}", f"limit={episodes}", f"concurrency={concurrency}",
         ],
     )  # fmt: skip
-    await engine.Runner(scenario.model_copy(update={"limit": 64}), out=out).run()  # warm-up
+    await engine.Runner(scenario.model_copy(update={"limit": 64}), out=out, report=engine.write_report).run()  # warm-up
     before, started = _server_requests(base_url), time.perf_counter()
-    result = await engine.Runner(scenario, out=out).run()
+    result = await engine.Runner(scenario, out=out, report=engine.write_report).run()
     wall = time.perf_counter() - started
     rate = (_server_requests(base_url) - before) / wall
     print(f"  engine, {transport} transport{'':<7}{rate:8,.0f} requests/s   ({result.ok} episodes ok in {wall:.1f} s)")

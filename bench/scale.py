@@ -61,7 +61,7 @@ def _flow(mapping: dict[str, object]) -> str:
 
 async def _run(base_url: str, episodes: int, out: Path) -> None:
     scenario = _scenario(base_url, episodes)
-    runner = engine.Runner(scenario, out=out)
+    runner = engine.Runner(scenario, out=out, report=engine.write_report)
     lags: list[float] = []
 
     async def watch_lag() -> None:

@@ -30,8 +30,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import Item, ScenarioError
-from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
+from engine import LABEL_SOURCES, Dimension, Example, Item, LabelMap, LabelSet, Reader, ScenarioError
 from personas.remath import INTENTIONS, STRATEGIES, bridge_items, to_item
 
 __all__ = (

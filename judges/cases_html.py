@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.format import pct_or_none
-from engine.paired import MEANINGFUL_R, format_effect, format_p
-from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
+from markupsafe import Markup
+
+from engine import MEANINGFUL_R, Cell, format_effect, format_p, new_figure, paragraph, pct_or_none, plot, section, table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -3,13 +3,13 @@
 * success rate of open responses (at least one rubric criterion holds) per challenge type × response type ×
   reference, with an "overall" column pooling both response types (the paper's Table 1), and the criterion
   satisfaction rate. Replicates of a case, and its two response types, share the case, so success and MCQ
-  intervals resample cases (`engine.stats.clustered_rate`), never single replies;
+  intervals resample cases (`engine.stats._rates.clustered_rate`), never single replies;
 * MCQ accuracy per variant × response type against chance (1/options): the pooled accuracy with its
   case-clustered interval, and a two-sided one-sample t-test of the per-case accuracies (over replicates and
   strategies) against chance — one value per case, since a test over replies as independent trials would be
   anticonservative;
 * the reference gain: per case, success with retrieved strategies minus success without, a paired difference
-  tested with Wilcoxon (Pratt) and sized with the rank-biserial r and its bootstrap interval (`engine.paired`);
+  tested with Wilcoxon (Pratt) and sized with the rank-biserial r and its bootstrap interval (`engine.stats._paired`);
 * the de-escalation rate of interactive continuations, overall, per challenge type and by whether the
   first response succeeded on the checklist;
 * distinct-n diversity of the responses (and the most widespread 4-gram) per response type × reference.
@@ -28,10 +28,19 @@ from rich.table import Table
 from rich.text import Text
 from scipy import stats
 
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.format import format_pct, format_rate, nanmean
-from engine.paired import correct_family, format_effect, format_p, paired_contrast
-from engine.stats import clustered_rate
+from engine import (
+    SUMMARIZERS,
+    EpisodeRecord,
+    clustered_rate,
+    correct_family,
+    derive_seed,
+    format_effect,
+    format_p,
+    format_pct,
+    format_rate,
+    nanmean,
+    paired_contrast,
+)
 
 from .cases_html import cases_html
 from .checklist import distinct_n, top_ngram

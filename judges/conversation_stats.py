@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from engine import JUDGES, EpisodeContext, Judgment
-from engine.text import word_count
+from engine import JUDGES, EpisodeContext, Judgment, word_count
 
 __all__ = ("CONVERSATION_STATS", "ConversationStats")
 

@@ -9,8 +9,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.report_agreement import judge_agreement_html
-from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
+from markupsafe import Markup
+
+from engine import Cell, judge_agreement_html, new_figure, paragraph, plot, section, table
 
 __all__ = ("crescendo_html",)
 

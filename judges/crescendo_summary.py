@@ -2,7 +2,7 @@
 unit (harm per output on both sides), the hazard of first harm per exchange, survival, backtracks, unanimity.
 
 Replies of one dialogue share its history, so every per-reply rate clusters on the dialogue (cluster bootstrap,
-`engine.stats.clustered_rate`); a per-dialogue rate ("any harm") counts each dialogue once (Wilson) and is shown
+`engine.stats._rates.clustered_rate`); a per-dialogue rate ("any harm") counts each dialogue once (Wilson) and is shown
 with its exposure, the mean number of judged visible replies per dialogue, because a dialogue with 6 chances to
 contain harm is not comparable with one reply. Backtracked replies (hidden from the tutor) are counted apart and
 never enter a per-reply denominator.
@@ -22,9 +22,17 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.format import format_rate as rate_text
-from engine.stats import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
+from engine import (
+    SUMMARIZERS,
+    EpisodeRecord,
+    clustered_difference,
+    clustered_rate,
+    derive_seed,
+    discrete_hazard,
+    rate,
+    survival_table,
+)
+from engine import format_rate as rate_text
 from personas import taxonomy
 
 from .crescendo_html import crescendo_html

@@ -11,8 +11,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.paired import MEANINGFUL_R, MIN_PAIRS, format_effect, format_p
-from engine.report_html import Cell, Markup, new_figure, paragraph, plot, section, table
+from markupsafe import Markup
+
+from engine import MEANINGFUL_R, MIN_PAIRS, Cell, format_effect, format_p, new_figure, paragraph, plot, section, table
 
 from .conversation_stats import CONVERSATION_STATS
 from .student_audit import AUDIT_METRICS

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine import derive_seed
-from engine.paired import MIN_PAIRS, N_BOOT, Contrast, difference_contrast
+from engine import MIN_PAIRS, N_BOOT, Contrast, derive_seed, difference_contrast
 
 __all__ = ("MISMATCH_CONTRASTS", "Mismatch", "mismatch_contrasts", "mismatch_differences")
 

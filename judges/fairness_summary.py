@@ -25,17 +25,22 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine import SUMMARIZERS, Episode, EpisodeRecord, Scenario, derive_seed
-from engine.format import format_pct, nanmean
-from engine.paired import (
+from engine import (
     MEANINGFUL_R,
     MIN_PAIRS,
+    SUMMARIZERS,
+    Episode,
+    EpisodeRecord,
+    Scenario,
     adjust_p,
+    derive_seed,
     detectable_r,
     difference_contrast,
     format_effect,
     format_p,
+    format_pct,
     friedman_then_pairwise,
+    nanmean,
     omnibus_row,
 )
 from personas.fairness import FairnessAnalysis

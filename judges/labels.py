@@ -30,9 +30,18 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine import Item, ScenarioError
-from engine.agreement import VotedUnit, judge_agreement
-from engine.calibrate import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
+from engine import (
+    LABEL_SOURCES,
+    Dimension,
+    Example,
+    Item,
+    LabelMap,
+    LabelSet,
+    Reader,
+    ScenarioError,
+    VotedUnit,
+    judge_agreement,
+)
 
 __all__ = ("HumanLabel", "LabelFileOptions", "canonical_label", "read_label_file")
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from engine import JUDGES, EpisodeContext, Judgment
-from engine.text import mentions_answer
+from engine import JUDGES, EpisodeContext, Judgment, mentions_answer
 
 __all__ = ("AnswerLeakJudge",)
 

@@ -9,8 +9,7 @@ import anyio
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import EpisodeContext, JudgeError, RequestContext, Turn
-from engine.text import parse_json_object
+from engine import EpisodeContext, JudgeError, RequestContext, Turn, parse_json_object
 
 __all__ = ("RubricJudge", "RubricOptions", "collect_votes", "parse_json_object", "transcript")
 

@@ -1,7 +1,7 @@
 """What the `remediation` (ReMath) report shows, once for report.md, the terminal and report.html.
 
 Confusion matrices put the expert's (gold) label on the rows and the tutor's on the columns, the counts being
-`engine.agreement`'s. Task C scores are −2..2 against the judge's baseline, named in the heading (positive: the
+`engine.stats._agreement`'s. Task C scores are −2..2 against the judge's baseline, named in the heading (positive: the
 reply is rated better), drawn with their 95% t intervals over items; every plot's numbers are in the table below it.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from engine.format import format_rate, pct_or_none
-from engine.paired import MEANINGFUL_R, format_effect, format_p
-from engine.report_blocks import (
+from engine import (
+    MEANINGFUL_R,
     Block,
     BlockCell,
     Brief,
@@ -24,6 +23,10 @@ from engine.report_blocks import (
     Section,
     Strong,
     Table,
+    format_effect,
+    format_p,
+    format_rate,
+    pct_or_none,
 )
 
 from .remath_metrics import AUTOMATED_METRICS

@@ -68,7 +68,7 @@ class MeanInterval(BaseModel):
 
 
 class SummaryRate(BaseModel):
-    """A rate with its interval resampling items (`engine.stats.clustered_rate`)."""
+    """A rate with its interval resampling items (`engine.stats._rates.clustered_rate`)."""
 
     model_config = _STRICT
     k: int
@@ -120,7 +120,7 @@ class AutomatedRow(BaseModel):
 
 
 class Contrast(BaseModel):
-    """A row of `engine.paired.contrast_rows`; Friedman rows also carry their `statistic` (kept as extra)."""
+    """A row of `engine.stats._paired.contrast_rows`; Friedman rows also carry their `statistic` (kept as extra)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     metric: str

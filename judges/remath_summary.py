@@ -12,7 +12,7 @@
   reply replayed: the paper's Human row.
 * Table 8's automated metrics against the expert reply per condition, with the novice reply as "original"
   (`judges.remath_metrics`).
-* Paired differences between the tutor's conditions over items (engine.paired; the Human row is a reference,
+* Paired differences between the tutor's conditions over items (engine.stats._paired; the Human row is a reference,
   not a condition): Friedman then Bonferroni-corrected Wilcoxon for three or more conditions, a single
   Wilcoxon for two; rank-biserial r with a bootstrap interval.
 """
@@ -27,10 +27,16 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from engine import SUMMARIZERS, EpisodeRecord, derive_seed
-from engine.paired import contrast_rows, correct_family
-from engine.report_blocks import Block, BlockSummarizer
-from engine.stats import clustered_rate
+from engine import (
+    SUMMARIZERS,
+    Block,
+    BlockSummarizer,
+    EpisodeRecord,
+    clustered_rate,
+    contrast_rows,
+    correct_family,
+    derive_seed,
+)
 
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics

@@ -2,7 +2,7 @@
 
 Tasks A and B are scored against the gold labels the way the paper reports them: exact match, Cohen's kappa
 and the entropy of the label distribution (a model that always says "guess" can match often and still be
-useless; entropy shows it). The formulas are `engine.agreement`'s.
+useless; entropy shows it). The formulas are `engine.stats._agreement`'s.
 
 Task C's `remath_pairwise` judge compares the tutor's reply with the novice tutor's original reply (`against:
 novice`, the default and the paper's Table 3 baseline) or with the expert's reference (`against: reference`) on
@@ -25,8 +25,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine import JUDGES, EpisodeContext, EpisodeRecord, JudgeError, Judgment
-from engine.agreement import agreement, label_entropy, label_shares
+from engine import JUDGES, EpisodeContext, EpisodeRecord, JudgeError, Judgment, agreement, label_entropy, label_shares
 from personas.remath import ERROR_TYPES, INTENTIONS, STRATEGIES
 
 from .llm import RubricJudge, RubricOptions, collect_votes

@@ -29,16 +29,17 @@ from typing import Any
 
 import orjson
 
-from engine import ChatRequest, sim_task
-from engine.providers.sim import (
+from engine import (
     ACTION_PATTERN,
     ENCOURAGEMENT_MARKERS,
     RECOGNITION_MARKERS,
     REFUSAL_MARKERS,
+    ChatRequest,
     SimJudgeParams,
+    mentions_answer,
+    sim_task,
     wrong_numbers,
 )
-from engine.text import mentions_answer
 
 __all__ = ()
 

@@ -30,8 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine import JUDGES, EpisodeContext, Judgment, Turn
-from engine.text import mentions_answer, word_count
+from engine import JUDGES, EpisodeContext, Judgment, Turn, mentions_answer, word_count
 
 __all__ = (
     "AUDIT_METRICS",

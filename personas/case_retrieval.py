@@ -10,7 +10,7 @@ answer key. Two methods:
 * `embeddings`: cosine of embedding vectors stored as JSON `{case_id: [float, ...]}`. `simrun embed` writes
   that file through any provider with embeddings (`openai/...` models, or the offline `sim/embed`), from the
   same texts lexical retrieval compares; vectors from any other embedder work too. Item sources load
-  synchronously, so the vectors are computed beforehand, not while loading (see `engine.embed`).
+  synchronously, so the vectors are computed beforehand, not while loading (see `engine.tools._embed`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from engine import ScenarioError
-from engine.text import content_words
+from engine import ScenarioError, content_words
 
 if TYPE_CHECKING:
     from .cases import Case

@@ -574,7 +574,7 @@ class CaseSource:
         return case_items(_select(self._cases(path), chosen), chosen, base_dir=path.parent)
 
     def retrieval_texts(self, path: Path, options: Mapping[str, Any], /) -> dict[str, str]:
-        """What retrieval compares, per case id (`simrun embed` embeds these; see `engine.embed`)."""
+        """What retrieval compares, per case id (`simrun embed` embeds these; see `engine.tools._embed`)."""
         return {case.id: case_text(case) for case in _select(self._cases(path), _options(options))}
 
     @staticmethod

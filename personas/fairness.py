@@ -70,8 +70,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine import DESIGNS, Episode, ScenarioError, derive_seed, load_yaml_file
-from engine.templates import check_template, render
+from engine import DESIGNS, Episode, ScenarioError, check_template, derive_seed, load_yaml_file, render
 
 __all__ = (
     "BASELINE",

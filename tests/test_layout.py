@@ -31,11 +31,70 @@ def test_engine_does_not_import_plugins() -> None:
                     assert alias.name.split(".")[0] not in PLUGIN_PACKAGES, (path, alias.name)
 
 
-@pytest.mark.parametrize("module", [engine, agents, judges, personas])
+@pytest.mark.parametrize("module", [agents, judges, personas])
 def test_public_surface_is_declared(module: ModuleType) -> None:
     """Each package's `__all__` lists exactly its public names."""
     public = {n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, ModuleType)}
     assert set(module.__all__) == public
+
+
+def test_engine_public_surface_is_its_stub() -> None:
+    """`engine.__all__` is exactly what `__init__.pyi` types, and every name in it loads."""
+    stub = ast.parse((ROOT / "engine" / "__init__.pyi").read_text(encoding="utf-8"))
+    typed = {alias.name for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    declared = next(node for node in stub.body if isinstance(node, ast.Assign))
+    assert isinstance(declared.value, ast.List)
+    assert {ast.literal_eval(e) for e in declared.value.elts} == typed == set(engine.__all__)
+    for name in engine.__all__:
+        assert not isinstance(getattr(engine, name), ModuleType), name
+
+
+LAYERS = ("core", "scenario", "models", "stats", "runtime", "report", "tools", "cli")
+"""The engine's layers, lowest first: a module imports only from its own layer and those below it."""
+
+
+def _engine_imports(tree: ast.Module) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return [name for name in found if name == "engine" or name.startswith("engine.")]
+
+
+def test_engine_folders_are_its_layers() -> None:
+    """Every engine module sits in a layer folder, and every module inside one is private (`_name.py`)."""
+    loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in {"__init__.py", "__main__.py"})
+    assert loose == []
+    folders = {p.name for p in (ROOT / "engine").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(LAYERS)
+    for layer in LAYERS:
+        for path in (ROOT / "engine" / layer).rglob("*.py"):
+            assert path.name == "__init__.py" or path.name.startswith("_"), path
+
+
+def test_lower_layers_never_import_upper_ones() -> None:
+    """Including imports inside functions and under TYPE_CHECKING: a hidden upward import is still a cycle."""
+    for rank, layer in enumerate(LAYERS):
+        for path in (ROOT / "engine" / layer).rglob("*.py"):
+            for name in _engine_imports(ast.parse(path.read_text(encoding="utf-8"))):
+                parts = name.split(".")
+                assert name != "engine" and parts[1] in LAYERS, f"{path}: imports {name}"
+                assert LAYERS.index(parts[1]) <= rank, f"{path} ({layer}) imports {name} from a layer above it"
+
+
+def test_plugins_import_only_the_public_api() -> None:
+    """agents, judges and personas use `from engine import X` with X in `engine.__all__`, as a third party would."""
+    public = set(engine.__all__)
+    for package in sorted(PLUGIN_PACKAGES):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    assert not any(a.name.split(".")[0] == "engine" for a in node.names), path
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "engine":
+                    assert node.module == "engine", f"{path}: from {node.module} import ..."
+                    assert {a.name for a in node.names} <= public, path
 
 
 @pytest.mark.parametrize("module", [engine, agents, judges, personas])

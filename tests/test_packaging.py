@@ -72,7 +72,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_installed_package_is_the_wheel(installed: Path) -> None:
-    code = "import engine, engine.loadtest, engine.report_html; print(engine.__file__)"
+    code = "import engine, engine.tools.loadtest, engine.report._page; print(engine.__file__)"
     where = subprocess.run(
         [installed / "python", "-c", code], check=True, capture_output=True, text=True, cwd="/", env=CLEAN_ENV
     )

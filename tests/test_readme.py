@@ -28,8 +28,8 @@ import httpx2
 import pytest
 from anyio.from_thread import start_blocking_portal
 
-from engine.cli import main
-from engine.serve import LoopbackServer
+from engine.cli._main import main
+from engine.tools._serve import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agents.cases import DISTRACTOR_MAX_SIMILARITY, build_mcq
 from engine import ITEM_SOURCES, Item, load_scenario, run_sync
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from personas.case_retrieval import tfidf_similarity
 from personas.cases import Case, FixedMCQ, ResponseType, case_of
 

@@ -31,9 +31,9 @@ from engine import (
     Usage,
     Utterance,
 )
-from engine.client import CallStats
-from engine.rundir import RunDir
-from engine.throttle import Throttle
+from engine.models._client import CallStats
+from engine.models._throttle import Throttle
+from engine.runtime._rundir import RunDir
 from personas import taxonomy
 from tests.helpers import ITEMS, make_scenario
 

@@ -138,7 +138,7 @@ def test_invalid_classifications_are_retried_then_an_error_record(tmp_path: Path
 
 
 def test_dry_run_estimates_calls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli import main
+    from engine.cli._main import main
 
     path = tmp_path / "s.yaml"
     import yaml

@@ -1,4 +1,4 @@
-"""engine.templates: sandboxed Jinja for scenario text (tutor prompts, scripted utterances)."""
+"""engine.core._templates: sandboxed Jinja for scenario text (tutor prompts, scripted utterances)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from engine import Item
-from engine.templates import check_template, render
+from engine.core._templates import check_template, render
 
 ITEM = Item(
     id="tpl-1",

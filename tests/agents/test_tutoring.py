@@ -41,10 +41,10 @@ from engine import (
     options_model,
     plan_episodes,
 )
-from engine.client import CallStats
-from engine.providers.sim import SimChatModel
-from engine.text import mentions_answer
-from engine.throttle import Throttle
+from engine.core._text import mentions_answer
+from engine.models._client import CallStats
+from engine.models._sim import SimChatModel
+from engine.models._throttle import Throttle
 from tests.helpers import write_bank
 
 TURN_METRICS = {"mistake_present", "mistake_recognize", "answer_leakage", "step_scaffolded", "actionability"}

@@ -14,10 +14,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import ChatRequest, ModelSpec, ProviderError, RequestContext, ScenarioError, build_scenario, inputs
-from engine.cli import main
-from engine.providers.openai import OpenAIChatModel
-from engine.templates import check_template, render
+from engine import ChatRequest, ModelSpec, ProviderError, RequestContext, ScenarioError, build_scenario
+from engine.cli._main import main
+from engine.core import _inputs as inputs
+from engine.core._templates import check_template, render
+from engine.models._openai import OpenAIChatModel
 from tests.helpers import ITEMS, scenario_data, write_bank
 
 _scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=8)

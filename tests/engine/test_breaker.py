@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.breaker import Breaker, BreakerPolicy, ErrorLimit, parse_max_errors
-from engine.errors import ProviderError, QuotaExhausted, ScenarioError
+from engine.core._errors import ProviderError, QuotaExhausted, ScenarioError
+from engine.models._breaker import Breaker, BreakerPolicy, ErrorLimit, parse_max_errors
 
 DOWN = ProviderError("openai/m", "connection failed (ConnectError)", endpoint="http://h/v1")
 

@@ -9,9 +9,9 @@ import yaml
 
 import engine
 from engine import ScenarioError
-from engine.budget import Budget, Price, price_of
-from engine.cli import main
-from engine.rundir import RunDir
+from engine.cli._main import main
+from engine.runtime._rundir import RunDir
+from engine.scenario._budget import Budget, Price, price_of
 from tests.helpers import make_scenario, scenario_data, write_bank
 
 
@@ -45,11 +45,13 @@ def test_a_dollar_limit_needs_every_price() -> None:
 async def test_token_limit_stops_admission_and_resume_completes(tmp_path: Path) -> None:
     """A run that reaches its token limit stops like Ctrl-C (exit 130, whole records) and resumes to the end."""
     scenario = make_scenario(tmp_path, concurrency=1)
-    stopped = await engine.Runner(scenario, out=tmp_path / "runs", budget=Budget(max_tokens=3_000)).run()
+    stopped = await engine.Runner(
+        scenario, out=tmp_path / "runs", budget=Budget(max_tokens=3_000), report=engine.write_report
+    ).run()
     done = len(list(RunDir(stopped.run_dir).iter_records()))
     assert stopped.status == "interrupted" and stopped.exit_code == 130
     assert 1 <= done < stopped.planned
-    resumed = await engine.Runner(scenario, resume=stopped.run_dir).run()
+    resumed = await engine.Runner(scenario, resume=stopped.run_dir, report=engine.write_report).run()
     assert resumed.exit_code == 0 and resumed.ok == resumed.planned
     manifest = RunDir(stopped.run_dir).read_manifest()
     assert manifest["calls"]["requests"] > 0 and manifest["counts"]["ok"] == resumed.planned

@@ -14,10 +14,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
 import engine
-import engine.built
-import engine.plan
+import engine.runtime._build
+import engine.scenario._plan
 from engine import JUDGES, Runner, ScenarioError
-from engine.cli import main
+from engine.cli._main import main
 from judges.leak import AnswerLeakJudge
 from tests.helpers import make_scenario, scenario_data, write_bank
 
@@ -61,8 +61,8 @@ def plans(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return counted
 
-    plan, items = spy("plan", engine.plan.plan_designed), spy("items", engine.plan.load_items)
-    for module in (engine.plan, engine.built):
+    plan, items = spy("plan", engine.scenario._plan.plan_designed), spy("items", engine.scenario._plan.load_items)
+    for module in (engine.scenario._plan, engine.runtime._build):
         monkeypatch.setattr(module, "plan_designed", plan)
         monkeypatch.setattr(module, "load_items", items)
     return calls
@@ -126,8 +126,8 @@ async def test_the_runner_constructor_does_no_file_io(tmp_path: Path, monkeypatc
     with monkeypatch.context() as patched:
         for module, name in ((builtins, "open"), (io, "open"), (os, "open"), (os, "mkdir"), (os, "stat")):
             patched.setattr(module, name, refuse)
-        runner = Runner(scenario, out=tmp_path / "runs")
-        gone = Runner(scenario, resume=tmp_path / "no-such-run")
+        runner = Runner(scenario, out=tmp_path / "runs", report=engine.write_report)
+        gone = Runner(scenario, resume=tmp_path / "no-such-run", report=engine.write_report)
     assert not (tmp_path / "runs").exists()
     result = await runner.run()
     assert result.ok == 2 and result.run_dir.parent == tmp_path / "runs"

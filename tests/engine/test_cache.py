@@ -16,19 +16,26 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-import engine.client
-import engine.retry
-from engine import EpisodeRecord, Runner, ScenarioError
-from engine.cache import CacheError, ResponseCache, cache_group, cache_key, default_cache_path, resolve_cache_path
-from engine.client import CallStats, ModelClient
-from engine.errors import ProviderError, QuotaExhausted
-from engine.items import Item
-from engine.providers.base import ChatModel, ChatReply, ChatRequest, Message, RequestContext
-from engine.providers.openai import OpenAIChatModel
-from engine.records import Usage
-from engine.rundir import RunDir
-from engine.spec import ModelSpec
-from engine.throttle import Throttle
+import engine.models._client
+import engine.models._retry
+from engine import EpisodeRecord, Runner, ScenarioError, write_report
+from engine.core._errors import ProviderError, QuotaExhausted
+from engine.core._records import Usage
+from engine.models._cache import (
+    CacheError,
+    ResponseCache,
+    cache_group,
+    cache_key,
+    default_cache_path,
+    resolve_cache_path,
+)
+from engine.models._client import CallStats, ModelClient
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import ChatModel, ChatReply, ChatRequest, Message, RequestContext
+from engine.models._throttle import Throttle
+from engine.runtime._rundir import RunDir
+from engine.scenario._items import Item
+from engine.scenario._spec import ModelSpec
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import make_scenario
 
@@ -178,9 +185,9 @@ _WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from engine.cache import ResponseCache
-    from engine.providers.base import ChatReply
-    from engine.records import Usage
+    from engine.models._cache import ResponseCache
+    from engine.models._provider import ChatReply
+    from engine.core._records import Usage
 
     path, name, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     (go.parent / f"ready-{name}").touch()
@@ -249,7 +256,7 @@ def _client(cache: ResponseCache, model: ChatModel, stats: CallStats, throttle: 
 
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.retry, "backoff_delay", lambda attempt, **_: 0.0)
+    monkeypatch.setattr(engine.models._retry, "backoff_delay", lambda attempt, **_: 0.0)
 
 
 async def test_a_hit_skips_the_model_and_the_throttle(tmp_path: Path) -> None:
@@ -338,8 +345,8 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 async def test_a_rerun_with_the_cache_calls_no_model_and_reproduces_the_records(tmp_path: Path) -> None:
     """Run a scenario, then run it again on the same cache: zero requests, and the same records and summary."""
     scenario, cache = make_scenario(tmp_path), tmp_path / "responses.sqlite3"
-    first = await (runner1 := Runner(scenario, out=tmp_path / "a", cache=cache)).run()
-    second = await (runner2 := Runner(scenario, out=tmp_path / "b", cache=cache)).run()
+    first = await (runner1 := Runner(scenario, out=tmp_path / "a", cache=cache, report=write_report)).run()
+    second = await (runner2 := Runner(scenario, out=tmp_path / "b", cache=cache, report=write_report)).run()
     assert first.ok == second.ok == 12
     assert runner1.stats.requests > 0 and runner1.stats.cache_hits == 0
     assert runner2.stats.requests == 0 and runner2.stats.cache_hits == runner1.stats.requests
@@ -354,7 +361,7 @@ async def test_a_rerun_with_the_cache_calls_no_model_and_reproduces_the_records(
 async def test_replicates_are_not_collapsed(tmp_path: Path) -> None:
     """Two replicates of one episode ask different keys: the cache holds one entry per request of both."""
     scenario = make_scenario(tmp_path, replicates=2, factors={"dimension": ["cognitive"], "format": ["multi"]})
-    runner = Runner(scenario, out=tmp_path / "runs", cache=tmp_path / "c.sqlite3")
+    runner = Runner(scenario, out=tmp_path / "runs", cache=tmp_path / "c.sqlite3", report=write_report)
     result = await runner.run()
     assert result.ok == 6 and runner.stats.cache_hits == 0
     with ResponseCache(tmp_path / "c.sqlite3") as cache:
@@ -371,8 +378,8 @@ def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert resolve_cache_path(None, named) == resolve_cache_path(True, named) == tmp_path / "c.db"
     assert resolve_cache_path(tmp_path / "cli.db", named) == tmp_path / "cli.db"
     assert default.exists() and (tmp_path / "c.db").exists(), "checked (opened once) before the run"
-    assert Runner(named, out=tmp_path / "runs").cache_path == tmp_path / "c.db"
-    assert Runner(named, out=tmp_path / "runs", cache=False).cache_path is None
+    assert Runner(named, out=tmp_path / "runs", report=write_report).cache_path == tmp_path / "c.db"
+    assert Runner(named, out=tmp_path / "runs", cache=False, report=write_report).cache_path is None
 
 
 def test_default_path_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -395,7 +402,7 @@ def test_the_cache_setting_is_not_part_of_the_scenario_hash(tmp_path: Path) -> N
 
 def test_a_bad_cache_path_fails_before_the_run_directory_exists(tmp_path: Path) -> None:
     with pytest.raises(CacheError):
-        Runner(make_scenario(tmp_path), out=tmp_path / "runs", cache=tmp_path).prepare()
+        Runner(make_scenario(tmp_path), out=tmp_path / "runs", cache=tmp_path, report=write_report).prepare()
     assert not (tmp_path / "runs").exists()
 
 

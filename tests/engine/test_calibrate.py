@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.agreement import agreement, cohen_kappa, krippendorff_alpha, label_entropy
-from engine.calibrate_html import render_calibration_html
-from engine.cli import main
+from engine.cli._main import main
+from engine.stats._agreement import agreement, cohen_kappa, krippendorff_alpha, label_entropy
+from engine.tools._calibrate_html import render_calibration_html
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"

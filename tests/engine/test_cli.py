@@ -14,7 +14,7 @@ import orjson
 import pytest
 import yaml
 
-from engine.cli import main
+from engine.cli._main import main
 from tests.helpers import scenario_data, write_bank
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_unreachable_endpoint_records_errors_and_exits_3(
     write_bank(tmp_path / "bank.yaml")
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.0)
+    monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.0)
     assert main([str(path), "--out", str(tmp_path / "runs"), "--no-probe"]) == 3
     run_dir = _only_run_dir(tmp_path / "runs")
     records = [orjson.loads(line) for line in (run_dir / "episodes.jsonl").read_bytes().splitlines()]

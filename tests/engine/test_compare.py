@@ -1,4 +1,4 @@
-"""simrun compare: episodes matched by item, condition and replicate; engine.paired statistics; refusals stated."""
+"""simrun compare: episodes matched by item, condition and replicate; paired statistics; refusals stated."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from scipy import stats
 
 import engine
 from engine import derive_seed
-from engine.cli import main
-from engine.compare import ALL, compare_runs, write_comparison
-from engine.paired import paired_contrast
-from engine.records import EpisodeRecord
+from engine.cli._main import main
+from engine.core._records import EpisodeRecord
+from engine.stats._paired import paired_contrast
+from engine.tools._compare import ALL, compare_runs, write_comparison
 from tests.helpers import ITEMS, make_scenario, write_bank
 
 
@@ -50,7 +50,7 @@ def _records(run: Path) -> dict[tuple[str, str, int], EpisodeRecord]:
 
 
 def test_two_runs_get_paired_contrasts_equal_to_engine_paired(runs: dict[str, Path]) -> None:
-    """The pooled harm_any contrast is engine.paired's Wilcoxon/r/CI on the matched per-episode values."""
+    """The pooled harm_any contrast is engine.stats._paired's Wilcoxon/r/CI on the matched per-episode values."""
     comparison = compare_runs([runs["low"], runs["high"]])
     assert comparison.comparable and comparison.matched == 24
     assert any("models.tutor.params.leak_base" in s for s in comparison.statements)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
-from engine.duration import duration_text, expected_duration
-from engine.plugins import CallEstimate
+from engine.cli._main import main
+from engine.runtime._duration import duration_text, expected_duration
+from engine.runtime._plugins import CallEstimate
 from tests.helpers import make_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,19 +20,19 @@ from anyio.from_thread import start_blocking_portal
 from hypothesis import given
 from hypothesis import strategies as st
 
-import engine.embed
-import engine.retry
-from engine.cli import main
-from engine.embed import embed_all
-from engine.errors import ProviderError, QuotaExhausted, RateLimited, ScenarioError
-from engine.providers.base import ChatModel, ChatReply, ChatRequest
-from engine.providers.openai import OpenAIChatModel
-from engine.providers.sim import SimChatModel
-from engine.providers.sim_embed import embed_texts
-from engine.providers.wire import read_embeddings
-from engine.records import Usage
-from engine.serve import LoopbackServer, ServeOptions
-from engine.spec import ModelSpec
+import engine.models._retry
+import engine.tools._embed
+from engine.cli._main import main
+from engine.core._errors import ProviderError, QuotaExhausted, RateLimited, ScenarioError
+from engine.core._records import Usage
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import ChatModel, ChatReply, ChatRequest
+from engine.models._sim import SimChatModel
+from engine.models._sim_embed import embed_texts
+from engine.models._wire import read_embeddings
+from engine.scenario._spec import ModelSpec
+from engine.tools._embed import embed_all
+from engine.tools._serve import LoopbackServer, ServeOptions
 
 KEY_ENV = "SIMRUN_TEST_KEY"
 TEXTS = ["I won't do the fractions worksheet.", "Reading aloud makes me panic.", "", "fraction worksheets again"]
@@ -47,7 +47,7 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.retry, "backoff_delay", lambda attempt, **_: 0.0)
+    monkeypatch.setattr(engine.models._retry, "backoff_delay", lambda attempt, **_: 0.0)
 
 
 @asynccontextmanager

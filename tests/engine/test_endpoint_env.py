@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.providers.base import ChatRequest, RequestContext
-from engine.providers.openai import OpenAIChatModel
-from engine.spec import ModelSpec
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import ChatRequest, RequestContext
+from engine.scenario._spec import ModelSpec
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 

@@ -11,8 +11,8 @@ import pytest
 import structlog
 
 import engine
-from engine.rundir import RunDir
-from engine.serve import LoopbackServer, ServeOptions
+from engine.runtime._rundir import RunDir
+from engine.tools._serve import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario
 
 KEY_ENV = "SIMRUN_FAULT_TEST_KEY"
@@ -21,7 +21,7 @@ KEY_ENV = "SIMRUN_FAULT_TEST_KEY"
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the retry schedule's shape but not its seconds; Retry-After from the server is still honoured."""
-    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
+    monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
     monkeypatch.setenv(KEY_ENV, "sk-fault-test-not-a-real-key")
 
 
@@ -60,7 +60,7 @@ async def test_faults_never_lose_or_duplicate_an_episode(tmp_path: Path) -> None
             result = await engine.run(scenario, out=tmp_path / "runs")
         stats = server.stats
     records = _records(result)
-    planned = {e.id for e in engine.Runner(scenario, out=tmp_path / "plan").episodes}
+    planned = {e.id for e in engine.Runner(scenario, out=tmp_path / "plan", report=engine.write_report).episodes}
     ids = [r.id for r in records]
     assert sorted(ids) == sorted(planned) and len(ids) == len(set(ids))
     assert all(r.status == "ok" or (r.error is not None and r.error.type and r.error.message) for r in records)

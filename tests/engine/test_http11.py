@@ -1,4 +1,4 @@
-"""engine.http11: request-head parsing, Content-Length framing and response-head encoding."""
+"""engine.tools._http11: request-head parsing, Content-Length framing and response-head encoding."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.http11 import MAX_BODY_BYTES, HttpError, content_length, encode_head, parse_head
+from engine.tools._http11 import MAX_BODY_BYTES, HttpError, content_length, encode_head, parse_head
 
 
 @given(st.binary(max_size=512))

@@ -13,7 +13,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from engine import Judgment, load_scenario, run_sync
-from engine.agreement import VotedUnit, judge_agreement, spec_labels, voted_units
+from engine.stats._agreement import VotedUnit, judge_agreement, spec_labels, voted_units
 
 ROOT = Path(__file__).resolve().parents[2]
 JUDGES = ["a", "b", "c"]
@@ -137,7 +137,7 @@ def test_every_kind_reports_agreement_between_its_judge_specs(
 def test_confusion_statistics_match_agreement_on_one_sample() -> None:
     """The vectorised formulas behind the calibration intervals give `agreement`'s point values (sklearn and
     krippendorff), and the intervals bracket them."""
-    from engine.agreement import agreement, agreement_intervals, confusion_statistics
+    from engine.stats._agreement import agreement, agreement_intervals, confusion_statistics
 
     rng = np.random.default_rng(4)
     order = ["No", "To some extent", "Yes"]

@@ -12,14 +12,14 @@ import orjson
 import pytest
 
 import engine
-from engine.breaker import ErrorLimit, parse_max_errors
-from engine.cli import main
-from engine.compare import compare_runs
-from engine.errors import ScenarioError
-from engine.probe import ProbeFailed
-from engine.records import EpisodeRecord, ErrorInfo
-from engine.rundir import RunDir
-from engine.serve import LoopbackServer
+from engine.cli._main import main
+from engine.core._errors import ScenarioError
+from engine.core._records import EpisodeRecord, ErrorInfo
+from engine.models._breaker import ErrorLimit, parse_max_errors
+from engine.models._probe import ProbeFailed
+from engine.runtime._rundir import RunDir
+from engine.tools._compare import compare_runs
+from engine.tools._serve import LoopbackServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import make_scenario
 
@@ -33,7 +33,7 @@ PRICES = {
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
+    monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.001 * (attempt + 1))
     monkeypatch.setenv(KEY_ENV, "sk-live-test-not-a-real-key")
 
 
@@ -121,7 +121,9 @@ async def test_the_probe_refuses_a_bad_key_an_unknown_model_and_a_spent_quota(
 async def test_a_refused_model_list_falls_back_to_a_completion(tmp_path: Path, status: int) -> None:
     """Some proxies refuse `/models` to keys that may chat: the one-token completion decides."""
     async with FakeOpenAI(lambda body: Reply(content="OK"), models_status=status) as fake:
-        runner = engine.Runner(_scenario(tmp_path, fake.base_url, limit=1), out=tmp_path / "runs", probe=True)
+        runner = engine.Runner(
+            _scenario(tmp_path, fake.base_url, limit=1), out=tmp_path / "runs", probe=True, report=engine.write_report
+        )
         await runner.open()
         runner.pending = []  # the probe alone
         result = await runner.run()
@@ -273,7 +275,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
     """Another process holds the run directory: resume and report exit 2 naming it; once it dies, resume works."""
     run_dir = _run_offline(tmp_path)
     code = (
-        "import sys, time; from pathlib import Path; from engine.rundir import RunDir; "
+        "import sys, time; from pathlib import Path; from engine.runtime._rundir import RunDir; "
         "r = RunDir(Path(sys.argv[1])); r.acquire('run'); print('held', flush=True); time.sleep(30)"
     )
     with subprocess.Popen(
@@ -282,7 +284,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
             with pytest.raises(ScenarioError, match=rf"in use by simrun run \(pid {holder.pid} "):
-                engine.Runner(make_scenario(tmp_path), resume=run_dir).prepare()
+                engine.Runner(make_scenario(tmp_path), resume=run_dir, report=engine.write_report).prepare()
             assert main(["report", str(run_dir)]) == 2
         finally:
             holder.kill()
@@ -290,11 +292,11 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
 
 
 def test_cache_hits_are_counted_live_and_in_the_summary(tmp_path: Path) -> None:
-    from engine.live import status_line
+    from engine.cli._live import status_line
 
     scenario = make_scenario(tmp_path, limit=2)
     engine.run_sync(scenario, out=tmp_path / "runs", cache=tmp_path / "cache.db")
-    runner = engine.Runner(scenario, out=tmp_path / "runs", cache=tmp_path / "cache.db")
+    runner = engine.Runner(scenario, out=tmp_path / "runs", cache=tmp_path / "cache.db", report=engine.write_report)
     result = anyio.run(runner.run)
     assert runner.stats.cache_hits > 0 and runner.stats.requests == 0
     assert f"cache hits {runner.stats.cache_hits:,}" in status_line(runner)
@@ -302,7 +304,7 @@ def test_cache_hits_are_counted_live_and_in_the_summary(tmp_path: Path) -> None:
 
 
 def test_view_serves_only_the_current_record_of_an_episode(tmp_path: Path) -> None:
-    from engine.view import ReportServer
+    from engine.tools._view import ReportServer
 
     run_dir = _run_offline(tmp_path, limit=2)
     first = next(RunDir(run_dir).iter_records())

@@ -13,9 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # bench/ is left out on purpose: its transport ceiling times bare client stacks against each other.
 SOURCES = ("engine", "agents", "judges", "personas", "tests/fakes")
-WIRE = "engine/providers/wire.py"
-RETRY = "engine/retry.py"
-SERVER_LAYER = "engine/http11.py"
+WIRE = "engine/models/_wire.py"
+RETRY = "engine/models/_retry.py"
+SERVER_LAYER = "engine/tools/_http11.py"
 
 # Literals only a module that builds or reads OpenAI responses needs.
 _WIRE_LITERALS = frozenset({"choices", "chat.completion", "chat.completion.chunk", "[DONE]", "finish_reason"})
@@ -76,28 +76,26 @@ def test_the_openai_wire_format_is_written_once() -> None:
                     offenders.append(f"{name}:{node.lineno} {value!r}")
     assert offenders == []
     users = (
-        "engine/providers/lean.py",
-        "engine/loadtest/transport.py",
-        "engine/serve.py",
+        "engine/models/_lean.py",
+        "engine/tools/loadtest/_transport.py",
+        "engine/tools/_serve.py",
         "tests/fakes/openai_server.py",
     )
     modules = dict(_modules())
-    assert [
-        user for user in users if not any(i == "wire" or i.endswith(".wire") for i in _imports(modules[user]))
-    ] == []
-    assert "provider_error" in _names(modules["engine/providers/openai.py"]), "the SDK's status errors use the table"
+    assert [user for user in users if not any(i == "engine.models._wire" for i in _imports(modules[user]))] == []
+    assert "provider_error" in _names(modules["engine/models/_openai.py"]), "the SDK's status errors use the table"
     quota = [name for name, tree in _modules() if name != WIRE and "_QUOTA_CODES" in _names(tree)]
     assert quota == []
 
 
 def test_there_is_one_retry_loop() -> None:
-    """Only engine.retry backs off; chat and embeddings call its loop, the load tester only its policy."""
+    """Only engine.models._retry backs off; chat and embeddings call its loop, the load tester only its policy."""
     modules = dict(_modules())
     backing_off = sorted(name for name, tree in modules.items() if name != RETRY and "backoff_delay" in _names(tree))
     assert backing_off == []
     classifying = sorted(name for name, tree in modules.items() if name != RETRY and "classify" in _names(tree))
-    assert classifying == ["engine/loadtest/generator.py"]  # it records each attempt as a row
-    for caller in ("engine/client.py", "engine/embed.py"):
+    assert classifying == ["engine/tools/loadtest/_generator.py"]  # it records each attempt as a row
+    for caller in ("engine/models/_client.py", "engine/tools/_embed.py"):
         assert "retrying" in _names(modules[caller]), caller
 
 
@@ -114,9 +112,9 @@ def test_there_is_one_http_server_layer() -> None:
             ):
                 servers.append(name)
     assert foreign == [] and listening == []
-    assert sorted(servers) == ["engine/serve.py", "engine/view.py", "tests/fakes/openai_server.py"]
+    assert sorted(servers) == ["engine/tools/_serve.py", "engine/tools/_view.py", "tests/fakes/openai_server.py"]
 
 
 def test_a_rate_is_formatted_by_one_function() -> None:
     defining = sorted(name for name, tree in _modules() if _defines(tree, "format_rate"))
-    assert defining == ["engine/format.py"]
+    assert defining == ["engine/core/_format.py"]

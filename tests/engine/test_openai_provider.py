@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import structlog
 
-import engine.client
-import engine.retry
-from engine.client import CallStats, ModelClient
-from engine.errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
-from engine.providers.base import ChatRequest, Message, RequestContext
-from engine.providers.openai import OpenAIChatModel
-from engine.spec import ModelSpec
-from engine.throttle import Throttle
+import engine.models._client
+import engine.models._retry
+from engine.core._errors import MissingCredentials, ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from engine.models._client import CallStats, ModelClient
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import ChatRequest, Message, RequestContext
+from engine.models._throttle import Throttle
+from engine.scenario._spec import ModelSpec
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 KEY_ENV = "SIMRUN_TEST_KEY"
@@ -70,7 +70,7 @@ async def _open_client(spec: ModelSpec, stats: CallStats) -> AsyncIterator[Model
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without a Retry-After happen at once instead of after up to 0.5 * 2**attempt seconds."""
-    monkeypatch.setattr(engine.retry, "backoff_delay", lambda attempt, **_: 0.0)
+    monkeypatch.setattr(engine.models._retry, "backoff_delay", lambda attempt, **_: 0.0)
 
 
 # -- success -------------------------------------------------------------------------------------------------------

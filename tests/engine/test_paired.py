@@ -1,4 +1,4 @@
-"""engine.paired: every statistic checked against hand computations, exact enumeration or an independent scipy call."""
+"""Paired statistics: each checked against hand computations, exact enumeration or a separate scipy call."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from engine import derive_seed
-from engine.paired import (
+from engine.stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
     N_BOOT,

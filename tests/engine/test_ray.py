@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 import engine
-from engine.cli import main
-from engine.rundir import RunDir
-from engine.serve import LoopbackServer, ServeOptions
+from engine.cli._main import main
+from engine.runtime._rundir import RunDir
+from engine.tools._serve import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario, scenario_data, write_bank
 
 pytestmark = pytest.mark.ray
@@ -56,11 +56,11 @@ async def test_ray_run_equals_a_local_run(tmp_path: Path, ray_cluster: Any) -> N
 
 async def test_killed_worker_is_replaced_and_nothing_is_lost_or_duplicated(tmp_path: Path, ray_cluster: Any) -> None:
     """`ray.kill` on a worker mid-run: its shards in flight are queued again and every episode is recorded once."""
-    from engine.ray_executor import worker_name
+    from engine.runtime._ray import worker_name
 
     killed: list[str] = []
     scenario = _on_ray(tmp_path, replicates=3, concurrency=4)
-    runner = engine.Runner(scenario, out=tmp_path / "runs")
+    runner = engine.Runner(scenario, out=tmp_path / "runs", report=engine.write_report)
 
     async def kill_once(record: engine.EpisodeRecord) -> None:
         if not killed:

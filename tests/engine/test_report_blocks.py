@@ -6,20 +6,10 @@ import re
 
 from rich.console import Console
 
-from engine.report_blocks import (
-    Brief,
-    Forest,
-    ForestPanel,
-    Heatmap,
-    Interval,
-    Note,
-    Section,
-    Strong,
-    Table,
-    console_blocks,
-    html_blocks,
-    markdown_blocks,
-)
+from engine.report._blocks import Brief, Forest, ForestPanel, Heatmap, Interval, Note, Section, Strong, Table
+from engine.report._console import console_blocks
+from engine.report._html_blocks import html_blocks
+from engine.report._markdown import markdown_blocks
 from tests.helpers import ESCAPED, PLANTED
 
 TABLE = Table(

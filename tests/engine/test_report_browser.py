@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 import engine
-from engine.records import EpisodeRecord
-from engine.report import REPORT_HTML, write_report
-from engine.report_html.page import select_transcripts
+from engine.core._records import EpisodeRecord
+from engine.report._page import select_transcripts
+from engine.report._rebuild import REPORT_HTML, write_report
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[dev]')")
 

@@ -13,11 +13,11 @@ import orjson
 import pytest
 
 import engine
-from engine.records import EpisodeRecord, Judgment, Turn
-from engine.report import REPORT_HTML, write_report
-from engine.report_html import MAX_TRANSCRIPTS, generic_section, render_report
-from engine.report_html.page import select_transcripts
-from engine.view import serve_report
+from engine.core._records import EpisodeRecord, Judgment, Turn
+from engine.report._page import MAX_TRANSCRIPTS, render_report, select_transcripts
+from engine.report._rebuild import REPORT_HTML, write_report
+from engine.report._sections import generic_section
+from engine.tools._view import serve_report
 from judges.fairness_summary import FairnessSummarizer
 from tests.helpers import ITEMS, PLANTED, make_scenario, write_bank
 

@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import engine.client
-import engine.retry
-from engine.client import CallStats, ModelClient
-from engine.errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
-from engine.items import Item
-from engine.providers.base import Message, RequestContext
-from engine.providers.openai import OpenAIChatModel
-from engine.retry import MAX_RETRY_AFTER_S, RetryDecision, backoff_delay, classify, parse_retry_after
-from engine.spec import ModelSpec
-from engine.throttle import Throttle
+import engine.models._client
+import engine.models._retry
+from engine.core._errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from engine.models._client import CallStats, ModelClient
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import Message, RequestContext
+from engine.models._retry import MAX_RETRY_AFTER_S, RetryDecision, backoff_delay, classify, parse_retry_after
+from engine.models._throttle import Throttle
+from engine.scenario._items import Item
+from engine.scenario._spec import ModelSpec
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 KEY_ENV = "SIMRUN_TEST_KEY"
@@ -181,7 +181,7 @@ def backoff_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(attempt)
         return 0.0
 
-    monkeypatch.setattr(engine.retry, "backoff_delay", no_wait)
+    monkeypatch.setattr(engine.models._retry, "backoff_delay", no_wait)
     return calls
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import engine
 from engine import EpisodeContext, EpisodeRecord, Runner, ScenarioError, Turn, Utterance
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from tests.helpers import make_scenario
 
 
@@ -79,7 +79,7 @@ async def test_failed_episode_is_an_error_record(tmp_path: Path) -> None:
 async def test_interrupt_then_resume_gives_the_uninterrupted_result(tmp_path: Path) -> None:
     """Stopping admission mid-run flushes what finished; resume runs only the rest and matches a clean run."""
     scenario = make_scenario(tmp_path, concurrency=2)
-    runner = Runner(scenario, out=tmp_path / "stopped")
+    runner = Runner(scenario, out=tmp_path / "stopped", report=engine.write_report)
 
     async def stop_after_three(record: EpisodeRecord) -> None:
         if runner.ok + runner.errors >= 3:
@@ -92,7 +92,7 @@ async def test_interrupt_then_resume_gives_the_uninterrupted_result(tmp_path: Pa
     assert 3 <= len(done) < 12
     before = (stopped.run_dir / "episodes.jsonl").read_bytes()
 
-    resumer = Runner(scenario, resume=stopped.run_dir)
+    resumer = Runner(scenario, resume=stopped.run_dir, report=engine.write_report)
     await resumer.open()  # the constructor does no I/O: the run directory is read here
     assert {e.id for e in resumer.pending} == {e.id for e in resumer.episodes} - done
     resumed = await resumer.run()
@@ -126,8 +126,12 @@ async def test_resume_refuses_a_changed_scenario(tmp_path: Path) -> None:
     """Resume with a different scenario is refused, naming the keys that changed."""
     first = await engine.run(make_scenario(tmp_path, limit=2), out=tmp_path / "runs")
     with pytest.raises(ScenarioError, match=r"changed: judge_votes, seed"):
-        await Runner(make_scenario(tmp_path, limit=2, seed=99, judge_votes=5), resume=first.run_dir).open()
-    resumed = Runner(make_scenario(tmp_path, limit=2, concurrency=3), resume=first.run_dir)  # concurrency may change
+        await Runner(
+            make_scenario(tmp_path, limit=2, seed=99, judge_votes=5), resume=first.run_dir, report=engine.write_report
+        ).open()
+    resumed = Runner(
+        make_scenario(tmp_path, limit=2, concurrency=3), resume=first.run_dir, report=engine.write_report
+    )  # concurrency may change
     await resumed.open()
     resumed.run_dir.release()
 
@@ -167,5 +171,5 @@ def test_template_with_a_missing_variable_fails_before_any_call(tmp_path: Path) 
     """A tutor prompt naming a variable that no episode provides is a scenario error at planning time."""
     scenario = make_scenario(tmp_path, tutor={"system_prompt": "Tutor {{ item.domain }}. {{ cue }}"})
     with pytest.raises(ScenarioError, match=r"tutor: template refers to an unknown value: 'cue' is undefined"):
-        Runner(scenario, out=tmp_path / "runs").prepare()
+        Runner(scenario, out=tmp_path / "runs", report=engine.write_report).prepare()
     assert not (tmp_path / "runs").exists()

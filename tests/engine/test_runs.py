@@ -12,9 +12,9 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli import main
-from engine.format import fit_to_width
-from engine.verbosity import split_verbosity
+from engine.cli._main import main
+from engine.cli._verbosity import split_verbosity
+from engine.core._format import fit_to_width
 
 ROOT = Path(__file__).resolve().parents[2]
 REMATH = str(ROOT / "scenarios" / "remath.yaml")

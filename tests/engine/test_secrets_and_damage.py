@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.cache import ResponseCache
-from engine.cli import main
-from engine.errors import ScenarioError
-from engine.logging import Redactor, WarningGate, redact_url
-from engine.rundir import RunDir
-from engine.view import ReportServer
+from engine.cli._main import main
+from engine.core._errors import ScenarioError
+from engine.core._events import Redactor, WarningGate, redact_url
+from engine.models._cache import ResponseCache
+from engine.runtime._rundir import RunDir
+from engine.tools._view import ReportServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import make_scenario, scenario_data, write_bank
 
@@ -49,7 +49,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     """The key comes back in replies (exact and URL-encoded) and in error bodies; a password and a token sit in
     base URLs. Neither the run directory, the cache, nor the console holds any of them afterwards."""
     monkeypatch.setenv("SIMRUN_PLANT_KEY", KEY)
-    monkeypatch.setattr("engine.retry.backoff_delay", lambda attempt: 0.0)
+    monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.0)
     echo = f"exact {KEY} encoded {quote(KEY, safe='')} plus {quote_plus(KEY)} password {PASSWORD} {QUERY_SECRET}"
 
     def script(body: dict[str, Any]) -> Reply:

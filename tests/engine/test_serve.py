@@ -22,12 +22,12 @@ from click.testing import CliRunner
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import ValidationError
 
-from engine.errors import ProviderError
-from engine.providers.base import ChatRequest, Message, RequestContext
-from engine.providers.openai import OpenAIChatModel
-from engine.providers.sim import SimChatModel
-from engine.serve import LoopbackServer, ServeOptions, serve_command
-from engine.spec import ModelSpec
+from engine.core._errors import ProviderError
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import ChatRequest, Message, RequestContext
+from engine.models._sim import SimChatModel
+from engine.scenario._spec import ModelSpec
+from engine.tools._serve import LoopbackServer, ServeOptions, serve_command
 
 Role = Literal["tutor", "student", "judge"]
 SYSTEM = "You are a patient maths tutor."
@@ -526,7 +526,7 @@ def test_command_rejects_bad_options(args: list[str]) -> None:
 
 async def test_command_serves_until_interrupted() -> None:
     """`simrun serve` prints its base URL, serves the knobs it was given, and stops cleanly on Ctrl-C."""
-    code = "import sys; from engine.serve import serve_command; sys.exit(serve_command.main(sys.argv[1:]))"
+    code = "import sys; from engine.tools._serve import serve_command; sys.exit(serve_command.main(sys.argv[1:]))"
     args = [sys.executable, "-c", code, "--port", "0", "--quota-rate", "1"]
     async with await anyio.open_process(args) as process:
         assert process.stdout is not None

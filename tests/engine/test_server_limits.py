@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 import engine
-from engine.serve import LoopbackServer
-from engine.view import serve_report
+from engine.tools._serve import LoopbackServer
+from engine.tools._view import serve_report
 from tests.helpers import make_scenario
 
 GET_MODELS = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

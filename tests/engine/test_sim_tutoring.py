@@ -15,12 +15,12 @@ import pytest
 
 from agents.persona_sim import wrong_attempts as _wrong_attempts
 from engine import ChatReply, ChatRequest, Item, ModelSpec, RequestContext, ScenarioError
-from engine.providers.sim import (
+from engine.core._text import mentions_answer, numbers_in
+from engine.models._sim import (
     ENCOURAGEMENT_MARKERS,
     RECOGNITION_MARKERS,
     SimChatModel,
 )
-from engine.text import mentions_answer, numbers_in
 from judges.turn_quality import TurnQualityVerdict
 from tests.helpers import make_scenario
 

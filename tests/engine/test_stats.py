@@ -1,4 +1,4 @@
-"""engine.stats: Wilson intervals and Kaplan–Meier tables, checked against hand computations."""
+"""engine.stats._rates: Wilson intervals and Kaplan–Meier tables, checked against hand computations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from engine.stats import Rate, SurvivalRow, clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
+from engine.stats._rates import (
+    Rate,
+    SurvivalRow,
+    clustered_difference,
+    clustered_rate,
+    discrete_hazard,
+    rate,
+    survival_table,
+)
 
 
 def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""engine.text: the exact answer detector shared by the simulator and the deterministic judges."""
+"""engine.core._text: the exact answer detector shared by the simulator and the deterministic judges."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.text import mentions_answer, numbers_in, word_count
+from engine.core._text import mentions_answer, numbers_in, word_count
 
 # Below a billion the detector's relative tolerance (1e-9 × |answer|) is < 1, so neighbouring integers differ.
 

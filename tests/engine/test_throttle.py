@@ -13,12 +13,12 @@ from aiolimiter import AsyncLimiter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.client import CallStats, ModelClient
-from engine.errors import QuotaExhausted
-from engine.providers.base import RequestContext
-from engine.providers.openai import OpenAIChatModel
-from engine.spec import ModelSpec
-from engine.throttle import Throttle, bucket_shape
+from engine.core._errors import QuotaExhausted
+from engine.models._client import CallStats, ModelClient
+from engine.models._openai import OpenAIChatModel
+from engine.models._provider import RequestContext
+from engine.models._throttle import Throttle, bucket_shape
+from engine.scenario._spec import ModelSpec
 from tests.fakes.openai_server import FakeOpenAI, Reply, Seen
 
 KEY_ENV = "SIMRUN_TEST_KEY"

@@ -30,8 +30,8 @@ from typing import Any, Final
 
 import anyio
 
-from engine.http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
-from engine.providers.wire import completion_body, error_body, error_type_for, models_body, usage_body
+from engine.models._wire import completion_body, error_body, error_type_for, models_body, usage_body
+from engine.tools._http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 
 __all__ = ["FakeOpenAI", "Reply", "Seen"]
 

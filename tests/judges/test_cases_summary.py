@@ -12,7 +12,7 @@ from rich.console import Console
 from scipy import stats
 
 from engine import SUMMARIZERS, derive_seed, load_scenario, run_sync, write_report
-from engine.cli import main
+from engine.cli._main import main
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "casebench.yaml"
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from engine import load_scenario, run_sync
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from judges.checklist import (
     ChecklistVerdict,
     CriterionScore,

@@ -13,9 +13,9 @@ import orjson
 import pytest
 from rich.console import Console
 
-from engine.records import EpisodeRecord, ErrorInfo, Judgment, Turn
-from engine.report import write_report
-from engine.rundir import RunDir
+from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
+from engine.report._rebuild import write_report
+from engine.runtime._rundir import RunDir
 from judges.crescendo_summary import CrescendoSummarizer, ReplyHarm, format_rate, reply_harm
 
 STAMP = "2025-01-01T00:00:00.000+00:00"

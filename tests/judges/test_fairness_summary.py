@@ -1,4 +1,4 @@
-"""judges.fairness_summary: the EduFair tables, checked against engine.paired on hand-built records."""
+"""judges.fairness_summary: the EduFair tables, checked against engine.stats._paired on hand-built records."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from rich.console import Console
 from scipy import stats
 
 from engine import derive_seed, load_items, load_scenario, plan_episodes
-from engine.cli import main
-from engine.paired import bootstrap_r_interval, detectable_r, friedman_then_pairwise, paired_contrast
-from engine.records import EpisodeRecord, ErrorInfo, Judgment, Turn
+from engine.cli._main import main
+from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
+from engine.stats._paired import bootstrap_r_interval, detectable_r, friedman_then_pairwise, paired_contrast
 from judges.conversation_stats import CONVERSATION_STATS
 from judges.fairness_mismatch import mismatch_contrasts
 from judges.fairness_summary import FairnessSummarizer, dialogue_scores

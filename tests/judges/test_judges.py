@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 import engine
-from engine.records import EpisodeRecord, Judgment
-from engine.rundir import RunDir
-from engine.text import mentions_answer
+from engine.core._records import EpisodeRecord, Judgment
+from engine.core._text import mentions_answer
+from engine.runtime._rundir import RunDir
 from tests.helpers import ITEMS, make_scenario
 
 ANSWERS = {str(item["id"]): str(item["answer"]) for item in ITEMS}
@@ -127,7 +127,7 @@ def test_conversation_gets_pedagogy_judgments(default_run: Run) -> None:
 
 
 def test_answer_leak_agrees_with_mentions_answer(default_run: Run) -> None:
-    """The answer_leak value is engine.text.mentions_answer(turn text, the item's reference answer)."""
+    """The answer_leak value is engine.core._text.mentions_answer(turn text, the item's reference answer)."""
     values = []
     for record, index, judged in ok_turns(default_run):
         expected = mentions_answer(record.turns[index].text, ANSWERS[record.item_id])
@@ -157,7 +157,7 @@ async def test_always_invalid_judge_retries_then_fails_the_episode(
         judge_votes=votes,
         limit=1,  # the first planned episode: a single-turn one, so exactly one tutor reply is judged
     )
-    runner = engine.Runner(scenario, out=tmp_path / "runs")
+    runner = engine.Runner(scenario, out=tmp_path / "runs", report=engine.write_report)
     result = await runner.run()
     run = read(result)
 

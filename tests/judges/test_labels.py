@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import Judgment, ModelSpec, ScenarioError
-from engine.calibrate import LABEL_SOURCES, calibrate, human_rates, render_markdown
-from engine.cli import main
+from engine.cli._main import main
+from engine.tools._calibrate import LABEL_SOURCES, calibrate, human_rates, render_markdown
 from judges.calibration import BRIDGE_LABEL_MAPS, MRBENCH_LABEL_MAPS
 from judges.labels import canonical_label, read_label_file
 

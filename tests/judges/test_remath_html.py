@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from engine import SUMMARIZERS, load_scenario, run_sync
-from engine.cli import main
-from engine.report import REPORT_HTML
-from engine.report_html import EpisodeScores, EpisodeVerdict
-from engine.rundir import RunDir
+from engine.cli._main import main
+from engine.report._rebuild import REPORT_HTML
+from engine.report._sections import EpisodeScores, EpisodeVerdict
+from engine.runtime._rundir import RunDir
 from judges.remath_blocks import SCORES
 from tests.helpers import ESCAPED, PLANTED
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from engine import load_scenario, run_sync
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from judges.remath_model import RemathSummary
 from judges.remath_summary import RemathSummarizer
 

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from engine import EpisodeRecord, build_scenario, run_sync, write_report
-from engine.agreement import agreement
-from engine.cli import main
+from engine.cli._main import main
+from engine.stats._agreement import agreement
 from judges.remediation import PairwiseVerdict, combine_orders, label_agreement
 from tests.agents.test_remath import remath_data
 

@@ -10,11 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from engine import Episode, EpisodeContext, Item, JudgeError, ModelClient, ModelSpec, Scenario, Turn
-from engine.client import CallStats
-from engine.providers.base import ChatReply, ChatRequest
-from engine.providers.sim import SimChatModel
-from engine.text import mentions_answer, numbers_in
-from engine.throttle import Throttle
+from engine.core._text import mentions_answer, numbers_in
+from engine.models._client import CallStats
+from engine.models._provider import ChatReply, ChatRequest
+from engine.models._sim import SimChatModel
+from engine.models._throttle import Throttle
 from judges import TurnQualityJudge, TurnQualityVerdict, combine_turn_votes
 
 ITEM = Item(

@@ -17,7 +17,7 @@ import yaml
 
 import engine
 from engine import Item, ScenarioError
-from engine.rundir import RunDir
+from engine.runtime._rundir import RunDir
 from personas import Dimension, Taxonomy, load_safetutors, normalise_name, taxonomy
 from tests.helpers import make_scenario
 

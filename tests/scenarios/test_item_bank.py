@@ -10,8 +10,8 @@ import pytest
 
 import engine
 from engine import Item
-from engine.items import load_item_bank
-from engine.text import mentions_answer
+from engine.core._text import mentions_answer
+from engine.scenario._items import load_item_bank
 from personas import taxonomy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,15 +13,15 @@ from typing import Any
 import anyio
 import pytest
 
-from engine.errors import ScenarioError
-from engine.loadtest.config import LoadConfig
-from engine.loadtest.generator import Health
-from engine.loadtest.metrics import summarize
-from engine.loadtest.records import RequestRecord
-from engine.loadtest.report import read_requests
-from engine.loadtest.run import load_items, run_load
-from engine.loadtest.workers import run_in_process, run_step
-from engine.serve import LoopbackServer, ServeOptions, ServerStats
+from engine.core._errors import ScenarioError
+from engine.tools._serve import LoopbackServer, ServeOptions, ServerStats
+from engine.tools.loadtest._config import LoadConfig
+from engine.tools.loadtest._generator import Health
+from engine.tools.loadtest._metrics import summarize
+from engine.tools.loadtest._records import RequestRecord
+from engine.tools.loadtest._report import read_requests
+from engine.tools.loadtest._run import load_items, run_load
+from engine.tools.loadtest._workers import run_in_process, run_step
 
 Result = tuple[list[RequestRecord], dict[str, Any], ServerStats]
 

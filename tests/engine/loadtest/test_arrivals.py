@@ -8,7 +8,7 @@ import statistics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.loadtest.arrivals import arrival_offsets, think_times
+from engine.tools.loadtest._arrivals import arrival_offsets, think_times
 
 rates = st.floats(min_value=0.1, max_value=500, allow_nan=False)
 

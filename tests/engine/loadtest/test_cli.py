@@ -19,13 +19,13 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from rich.console import Console
 
-from engine.cli import main
-from engine.loadtest.config import LoadConfig
-from engine.loadtest.progress import ConsoleProgress
-from engine.loadtest.report import read_requests
-from engine.loadtest.run import run_load
-from engine.serve import LoopbackServer, ServeOptions
-from engine.view import serve_report
+from engine.cli._main import main
+from engine.tools._serve import LoopbackServer, ServeOptions
+from engine.tools._view import serve_report
+from engine.tools.loadtest._config import LoadConfig
+from engine.tools.loadtest._progress import ConsoleProgress
+from engine.tools.loadtest._report import read_requests
+from engine.tools.loadtest._run import run_load
 
 SCENARIO = Path(__file__).parents[3] / "scenarios" / "loadtest.yaml"
 

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.loadtest.config import LoadConfig
-from engine.loadtest.generator import Health
-from engine.loadtest.metrics import summarize
-from engine.loadtest.records import RequestRecord
-from engine.loadtest.report import read_requests, write_requests
+from engine.tools.loadtest._config import LoadConfig
+from engine.tools.loadtest._generator import Health
+from engine.tools.loadtest._metrics import summarize
+from engine.tools.loadtest._records import RequestRecord
+from engine.tools.loadtest._report import read_requests, write_requests
 
 CONFIG = LoadConfig(target="http://x/v1", model="m", rate=1.0, duration_s=10)
 

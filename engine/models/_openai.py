@@ -1,0 +1,177 @@
+"""The `openai` provider: any OpenAI-compatible chat (and embeddings) endpoint through the official SDK (httpx2).
+
+This is the one module that imports `openai`; it translates the SDK's errors into simrun's tree, status errors
+through the wire module's one table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import httpx2
+import openai
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.core._errors import MissingCredentials, ProviderError, ProviderTimeout
+from engine.core._events import redact_url
+from engine.core._records import Usage
+from engine.models._lean import LeanChat
+from engine.models._provider import ChatModel, ChatReply, ChatRequest
+from engine.models._wire import provider_error, read_embeddings
+from engine.scenario._spec import ModelSpec
+
+__all__ = ("OpenAIChatModel", "translated_errors")
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def _key_variable(spec: ModelSpec) -> str:
+    return spec.api_key_env or DEFAULT_KEY_ENV
+
+
+class OpenAIParams(BaseModel):
+    """Generation parameters passed to `chat.completions.create`; anything else is a typo caught at load time.
+
+    `seed` is not here: the engine sets it per call. Server-specific options (vLLM's `top_k`, …) go in
+    `extra_body`, which is sent as is. Headers are not accepted, so a key can never hide in a scenario.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stop: str | list[str] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    response_format: dict[str, Any] | None = None
+    extra_body: dict[str, Any] | None = None
+
+
+class OpenAIChatModel(ChatModel):
+    """One `AsyncOpenAI` client per endpoint, with the SDK's retries off: the engine owns retrying."""
+
+    @classmethod
+    def params_model(cls, spec: ModelSpec) -> type[BaseModel] | None:
+        return OpenAIParams
+
+    @classmethod
+    def check(cls, spec: ModelSpec, role: str) -> None:
+        variable = _key_variable(spec)
+        # A local server (vLLM, Ollama) usually needs no key; an explicit api_key_env still must be set.
+        if not os.environ.get(variable) and (spec.base_url is None or spec.api_key_env is not None):
+            raise MissingCredentials(role, variable)
+
+    def __init__(self, spec: ModelSpec, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
+        """`transport` replaces the network, for tests that feed the client arbitrary server bodies."""
+        super().__init__(spec)
+        self._lean = LeanChat(spec) if spec.transport == "lean" else None
+        if self._lean is not None:
+            return  # the lean transport is the only HTTP client: no SDK client is built beside it
+        self._http = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(spec.timeout_s),
+            limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
+            transport=transport,
+        )
+        self._client = openai.AsyncOpenAI(
+            api_key=os.environ.get(_key_variable(spec)) or "unused",
+            base_url=spec.base_url,
+            max_retries=0,
+            timeout=spec.timeout_s,
+            http_client=self._http,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The root actually called (the SDK's default or `OPENAI_BASE_URL` when the spec names none)."""
+        return self._lean.http.base_url if self._lean is not None else str(self._client.base_url)
+
+    def _malformed(self, detail: str) -> ProviderError:
+        return ProviderError(self.spec.model, detail, malformed=True, endpoint=redact_url(self.base_url))
+
+    async def list_models(self) -> list[str]:
+        """The ids of `GET /models`: the cheapest call that proves the endpoint is there and takes the key."""
+        if self._lean is not None:
+            return await self._lean.list_models()
+        with translated_errors(self.spec.model, self.base_url):
+            page = await self._client.models.list()
+        try:
+            return [str(row.id) for row in page.data]
+        except (AttributeError, TypeError) as exc:
+            raise self._malformed(f"malformed model list ({type(exc).__name__})") from None
+
+    async def complete(self, request: ChatRequest, /) -> ChatReply:
+        if self._lean is not None:
+            return await self._lean.complete(request, request.params)
+        extra: dict[str, Any] = dict(request.params)
+        extra["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
+        if request.json_output:
+            extra.setdefault("response_format", {"type": "json_object"})
+        with translated_errors(self.spec.model, self.base_url):
+            completion = await self._client.chat.completions.create(
+                model=self.spec.name,
+                messages=[dict(m) for m in request.messages],  # type: ignore[misc]
+                **extra,
+            )
+        # The SDK does not validate bodies (servers differ too much), so read them defensively: any shape
+        # other than a chat completion is a malformed response, retried like a server error.
+        try:
+            content = completion.choices[0].message.content
+            usage = completion.usage
+            prompt = int(usage.prompt_tokens) if usage is not None else 0
+            generated = int(usage.completion_tokens) if usage is not None else 0
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
+            raise self._malformed(f"malformed response ({type(exc).__name__})") from None
+        if not isinstance(content, str | None):
+            raise self._malformed("malformed response (content is not text)")
+        return ChatReply(
+            text=content or "",
+            usage=Usage(prompt_tokens=max(0, prompt), completion_tokens=max(0, generated)),
+            model=self.spec.model,
+        )
+
+    async def embed(self, texts: Sequence[str], /) -> list[list[float]]:
+        if self._lean is not None:
+            return await self._lean.embed(texts)
+        with translated_errors(self.spec.model, self.base_url):
+            response = await self._client.embeddings.create(
+                model=self.spec.name, input=list(texts), encoding_format="float"
+            )
+        try:
+            data = [{"index": row.index, "embedding": row.embedding} for row in response.data]
+        except (AttributeError, TypeError) as exc:
+            raise self._malformed(f"malformed response ({type(exc).__name__})") from None
+        return read_embeddings(self.spec.model, data, len(texts))
+
+    async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
+            return
+        await self._client.close()
+        await self._http.aclose()
+
+
+@contextmanager
+def translated_errors(model: str, endpoint: str | None = None) -> Iterator[None]:
+    """The SDK's exceptions as simrun's; `endpoint` (a base URL) is named in the message, secrets redacted."""
+    where = redact_url(endpoint) if endpoint else None
+    try:
+        yield
+    except openai.APITimeoutError as exc:  # a subclass of APIConnectionError: keep it first
+        raise ProviderTimeout(model, "request timed out", endpoint=where) from exc
+    except openai.APIConnectionError as exc:
+        cause = type(exc.__cause__ or exc).__name__
+        raise ProviderError(model, f"connection failed ({cause})", endpoint=where) from exc
+    except openai.APIStatusError as exc:
+        headers = exc.response.headers
+        raise provider_error(model, exc.status_code, exc.code, exc.message, headers, endpoint=where) from exc
+    except openai.APIResponseValidationError as exc:
+        raise ProviderError(model, f"malformed response: {exc.message}", malformed=True, endpoint=where) from exc
+    except (ValueError, httpx2.HTTPError) as exc:  # the SDK can surface undecodable bodies this way
+        raise ProviderError(model, f"malformed response: {type(exc).__name__}", malformed=True, endpoint=where) from exc

@@ -1,0 +1,118 @@
+"""Probe first: one cheap call per distinct endpoint before the first episode, so a wrong URL, a rejected key
+or an unknown model is a message within seconds instead of a run of error records.
+
+The call is `GET /models`; if the endpoint has no model list, or the model is not in it (proxies and local
+servers often serve names they do not list), a one-token completion (or a one-text embedding) decides.
+Providers without a `list_models` method (the `sim` simulator) are not probed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import anyio
+
+from engine.core._errors import ProviderError, QuotaExhausted, ScenarioError
+from engine.core._events import redact_url
+from engine.models._provider import ChatModel, ChatRequest, RequestContext
+
+__all__ = ("PROBE_TIMEOUT_S", "ProbeFailed", "probe_endpoints")
+
+PROBE_TIMEOUT_S = 10.0
+_CONTEXT_ROLES: dict[str, Literal["tutor", "student", "judge"]] = {"tutor": "tutor", "student": "student"}
+
+
+class ProbeFailed(ScenarioError):
+    """An endpoint cannot serve the run (exit code 2); the message says which and what to check."""
+
+
+def _where(role: str, model: ChatModel) -> str:
+    url = getattr(model, "base_url", None) or model.spec.base_url
+    at = f" at {redact_url(url)}" if url else ""
+    return f"{role} model {model.spec.model}{at}"
+
+
+def _fatal(
+    role: str, model: ChatModel, error: ProviderError | TimeoutError, *, listing: bool, timeout_s: float
+) -> str | None:
+    """What is wrong and what to check, or None when the failure does not condemn the endpoint.
+
+    Of the model list only a dead server condemns it: some proxies refuse `/models` to keys that may chat.
+    """
+    where = _where(role, model)
+    if isinstance(error, TimeoutError):
+        return f"{where}: no answer within {timeout_s:g}s; check that the server is up and base_url is right"
+    if error.status is None and not error.malformed:
+        return f"{where}: cannot connect ({error.detail}); check that the server is running and that base_url is right"
+    if listing:
+        return None
+    key = model.spec.api_key_env or "OPENAI_API_KEY"
+    if isinstance(error, QuotaExhausted):
+        return f"{where}: the account's quota is spent ({error.detail}); check billing"
+    if error.status in (401, 403):
+        return f"{where}: the API key was refused (HTTP {error.status}); check ${key} and that it may use this model"
+    if error.status == 404:
+        return f"{where}: the endpoint does not know this model (HTTP 404); check the model name and base_url"
+    return None
+
+
+async def _probe(role: str, model: ChatModel, timeout_s: float) -> str | None:
+    """None if the endpoint looks able to serve; raises `ProbeFailed`; returns a warning for doubtful answers."""
+    lister: Any = getattr(model, "list_models", None)
+    if lister is None:
+        return None
+    try:
+        with anyio.fail_after(timeout_s):
+            listed: list[str] = await lister()
+        if model.spec.name in listed:
+            return None
+    except (ProviderError, TimeoutError) as error:
+        fatal = _fatal(role, model, error, listing=True, timeout_s=timeout_s)
+        if fatal is not None:
+            raise ProbeFailed(fatal) from None
+    try:
+        with anyio.fail_after(timeout_s):
+            if role == "embed":
+                await model.embed(["probe"])
+            else:
+                params = dict(model.spec.params)
+                params["max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"] = 1
+                context = RequestContext(role=_CONTEXT_ROLES.get(role, "judge"))
+                await model.complete(
+                    ChatRequest(messages=[{"role": "user", "content": "Say OK."}], context=context, params=params)
+                )
+    except (ProviderError, TimeoutError) as error:
+        fatal = _fatal(role, model, error, listing=False, timeout_s=timeout_s)
+        if fatal is not None:
+            raise ProbeFailed(fatal) from None
+        detail = error.detail if isinstance(error, ProviderError) else "timed out"
+        return f"{_where(role, model)}: the probe call failed ({detail}); the run goes on"
+    return None
+
+
+async def probe_endpoints(
+    endpoints: Sequence[tuple[str, ChatModel]], *, timeout_s: float = PROBE_TIMEOUT_S
+) -> list[str]:
+    """Probe every (role, model) concurrently; raises one `ProbeFailed` naming every endpoint that failed.
+
+    Returns warnings about endpoints that answered the probe oddly but may still serve.
+    """
+    failures: list[str] = []
+    warnings: list[str] = []
+
+    async def one(role: str, model: ChatModel) -> None:
+        try:
+            warning = await _probe(role, model, min(timeout_s, model.spec.timeout_s))
+        except ProbeFailed as exc:
+            failures.append(str(exc))
+            return
+        if warning is not None:
+            warnings.append(warning)
+
+    async with anyio.create_task_group() as group:
+        for role, model in endpoints:
+            group.start_soon(one, role, model)
+    if failures:
+        raise ProbeFailed(" · ".join(sorted(failures)) + " (or pass --no-probe to skip this check)")
+    return warnings

@@ -1,0 +1,90 @@
+"""`judge_agreement` in every summary: how far the judge specs of a run agree with each other, kind-agnostic.
+
+Computed from the records' judgments alone (vote `i` came from judge spec `i % specs`, the order
+`collect_votes` asks them in); see `engine.stats._agreement.judge_agreement` for the statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup
+
+from engine.core._records import EpisodeRecord
+from engine.report._svg import paragraph, section, table
+from engine.scenario._plan import derive_seed
+from engine.stats._agreement import judge_agreement, spec_labels, voted_units
+
+__all__ = ("judge_agreement_html", "judge_agreement_markdown", "run_judge_agreement")
+
+
+def _judge_specs(manifest: Mapping[str, Any]) -> list[Mapping[str, Any] | str]:
+    resolved = ((manifest.get("scenario") or {}).get("models") or {}).get("judge")
+    if isinstance(resolved, list) and resolved:
+        return [s if isinstance(s, Mapping | str) else str(s) for s in resolved]
+    named = (manifest.get("models") or {}).get("judge") or []
+    return [str(m) for m in (named if isinstance(named, list) else [named])]
+
+
+def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Agreement between the run's judge specs over the ok records' judgments (clusters: episodes)."""
+    labels = spec_labels(_judge_specs(manifest))
+    if len(labels) < 2:
+        return judge_agreement([], labels, seed=0)
+    units = voted_units(
+        ((record.id, judgment) for record in records if record.status == "ok" for judgment in record.judgments),
+        len(labels),
+    )
+    return judge_agreement(units, labels, seed=derive_seed(manifest.get("seed") or 0, "judge_agreement") % 2**32)
+
+
+def _value(cell: Mapping[str, Any]) -> str:
+    if cell.get("value") is None:
+        return "–"
+    if cell.get("low") is None or cell.get("high") is None:
+        return f"{cell['value']:.2f}"
+    return f"{cell['value']:.2f} [{cell['low']:.2f}, {cell['high']:.2f}]"
+
+
+def _rows(block: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    rows = []
+    for metric in block.get("metrics", []):
+        kappas = "; ".join(f"{' ~ '.join(k['judges'])}: {_value(k)}" for k in metric["kappa"])
+        rows.append((metric["metric"], metric["level"], str(metric["units"]), _value(metric["alpha"]), kappas))
+    return rows
+
+
+_INTRO = (
+    "Judge specs as coders, judged units as units: Krippendorff's α over every spec's vote and Cohen's κ per pair, "
+    "95% intervals from resampling whole episodes."
+)
+
+
+def judge_agreement_markdown(block: Mapping[str, Any] | None) -> str:
+    """The report.md section; empty when fewer than two judge specs voted."""
+    if not block or len(block.get("judges", [])) < 2:
+        return ""
+    lines = [
+        "",
+        "## Agreement between judge models",
+        "",
+        _INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block["judges"]) + ".",
+        "",
+        "| metric | level | units | α [95% CI] | pairwise κ [95% CI] |",
+        "|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(block)]
+    return "\n".join(lines) + "\n"
+
+
+def judge_agreement_html(block: Mapping[str, Any] | None) -> Markup:
+    """The report.html section a kind's `render_html` may append; empty when fewer than two judge specs voted."""
+    if not block or len(block.get("judges", [])) < 2:
+        return Markup("")
+    return section(
+        "Agreement between judge models",
+        paragraph(_INTRO + " Judges: " + ", ".join(block["judges"]) + "."),
+        table(("metric", "level", "units", "α [95% CI]", "pairwise κ [95% CI]"), _rows(block), key="judge-agreement"),
+        key="judge-agreement",
+    )

@@ -1,0 +1,55 @@
+"""A kind's summariser written as data: a typed summary and the blocks that show it; the three renderings
+(report.md, the terminal, report.html) come from the engine, so they cannot disagree."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from markupsafe import Markup
+from pydantic import BaseModel
+from rich.console import RenderableType
+
+from engine.core._records import EpisodeRecord
+from engine.report._blocks import Block
+from engine.report._console import console_blocks
+from engine.report._html_blocks import html_blocks
+from engine.report._markdown import markdown_blocks
+
+__all__ = ("BlockSummarizer",)
+
+SummaryT = TypeVar("SummaryT", bound=BaseModel)
+
+
+class BlockSummarizer(ABC, Generic[SummaryT]):
+    """Subclass with `summary_model` (its JSON is the kind's part of summary.json), `summarize` and `blocks`.
+
+    The renderers take summary.json as read back (a mapping), so a report rebuilt from disk is drawn from the
+    same validated model as the one a run just produced.
+    """
+
+    summary_model: type[SummaryT]
+
+    @abstractmethod
+    def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> SummaryT: ...
+
+    @abstractmethod
+    def blocks(self, summary: SummaryT, /) -> list[Block]: ...
+
+    def read(self, summary: Mapping[str, Any] | SummaryT, /) -> SummaryT:
+        """The kind's typed summary from a whole summary.json (other keys, e.g. "run", are ignored)."""
+        if isinstance(summary, self.summary_model):
+            return summary
+        assert isinstance(summary, Mapping)
+        fields = self.summary_model.model_fields
+        return self.summary_model.model_validate({key: summary[key] for key in fields if key in summary})
+
+    def render_markdown(self, summary: Mapping[str, Any], /) -> str:
+        return markdown_blocks(self.blocks(self.read(summary)))
+
+    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
+        return console_blocks(self.blocks(self.read(summary)))
+
+    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
+        return html_blocks(self.blocks(self.read(summary)))

@@ -1,0 +1,194 @@
+"""The seams plug-ins implement — tutors, students, judges, dialogue protocols, summarisers — and their registries.
+
+A scenario *kind* (e.g. `crescendo`) names a dialogue protocol in `PROTOCOLS` and a summariser in
+`SUMMARIZERS`; the engine runs every kind the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel
+from rich.console import RenderableType
+
+from engine.core._records import EpisodeRecord, Judgment, Turn, Usage
+from engine.core._registry import NoOptions, Registry, options_model
+from engine.models._client import ModelClient
+from engine.scenario._plan import Episode
+from engine.scenario._spec import Scenario
+
+if TYPE_CHECKING:
+    from engine.runtime._build import BuiltScenario
+
+__all__ = (
+    "JUDGES",
+    "PROTOCOLS",
+    "STUDENTS",
+    "SUMMARIZERS",
+    "TUTORS",
+    "Agent",
+    "AgentFactory",
+    "CallEstimate",
+    "DialogueProtocol",
+    "EpisodeContext",
+    "Judge",
+    "JudgeFactory",
+    "NoOptions",
+    "Summarizer",
+    "Utterance",
+    "judge_calls",
+    "options_model",
+    "planning_notes",
+)
+
+
+@dataclass(frozen=True)
+class Utterance:
+    text: str
+    model: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+
+
+class Agent(Protocol):
+    """A participant: reads the episode so far, says its next message (a student may return None: done)."""
+
+    async def respond(self, ctx: EpisodeContext, /) -> Utterance | None: ...
+
+
+class AgentFactory(Protocol):
+    """Builds an agent from its validated options (a class with an `Options` model fits)."""
+
+    def __call__(self, options: Any, /) -> Agent: ...
+
+
+class Judge(Protocol):
+    """Scores one tutor turn (`target` = its index) or the whole conversation."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def scope(self) -> Literal["turn", "conversation"]: ...
+
+    async def __call__(self, ctx: EpisodeContext, target: int | Literal["conversation"], /) -> list[Judgment]: ...
+
+
+class JudgeFactory(Protocol):
+    def __call__(self, options: Any, /) -> Judge: ...
+
+
+@dataclass(frozen=True)
+class CallEstimate:
+    calls: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: CallEstimate) -> CallEstimate:
+        return CallEstimate(self.calls + other.calls, self.tokens + other.tokens)
+
+
+def judge_calls(built: BuiltScenario, judged_turns: int) -> int:
+    """Upper bound of model calls the scenario's judges make on one episode with `judged_turns` tutor turns."""
+    return built.judge_calls(judged_turns)
+
+
+class DialogueProtocol(Protocol):
+    """Who speaks when and when to stop; fills the context with turns, judgments and metrics."""
+
+    async def run(self, ctx: EpisodeContext, /) -> None: ...
+
+    def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        """Upper-bound model calls and tokens per role for one episode (for `--dry-run`); `built` holds the
+        scenario, its validated plug-ins and `judge_calls`."""
+        ...
+
+
+class Summarizer(Protocol):
+    """Turns a run's records into its tables; must use the records alone, so reports can be rebuilt.
+
+    `summarize` returns the kind's part of summary.json, or a pydantic model whose JSON it is (what an
+    `engine.BlockSummarizer` returns, drawing its three renderings from blocks).
+    """
+
+    def summarize(
+        self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /
+    ) -> Mapping[str, Any] | BaseModel: ...
+
+    def render_markdown(self, summary: Mapping[str, Any], /) -> str: ...
+
+    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
+        """The headline table the command line prints when a run ends."""
+        ...
+
+
+def planning_notes(scenario: Scenario, episodes: Sequence[Episode]) -> list[str]:
+    """What the kind's summariser can say about a plan before anything is spent (`simrun validate`,
+    `--dry-run`): e.g. how small an effect each cell can detect. A summariser opts in with a
+    `plan_notes(scenario, episodes) -> list[str]` method; kinds without one say nothing."""
+    hook = getattr(SUMMARIZERS.get(scenario.kind), "plan_notes", None)
+    return list(hook(scenario, episodes)) if callable(hook) else []
+
+
+@dataclass
+class EpisodeContext:
+    """Everything one episode's protocol, agents and judges share, and the record being built."""
+
+    episode: Episode
+    scenario: Scenario
+    tutor: Agent
+    student: Agent
+    judges: Sequence[Judge]
+    clients: Mapping[str, ModelClient]
+    judge_clients: Sequence[ModelClient]
+    on_turn: Callable[[EpisodeContext, Turn], Awaitable[None]] | None = None
+    turns: list[Turn] = field(default_factory=list)
+    judgments: list[Judgment] = field(default_factory=list)
+    metrics: dict[str, float | int | bool | str | None] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def condition(self) -> Mapping[str, str]:
+        return self.episode.condition
+
+    def visible_turns(self) -> list[Turn]:
+        return [turn for turn in self.turns if turn.visible_to_tutor]
+
+    async def add_turn(self, role: Literal["tutor", "student"], utterance: Utterance) -> Turn:
+        turn = Turn(
+            index=len(self.turns),
+            role=role,
+            text=utterance.text,
+            model=utterance.model,
+            usage=utterance.usage,
+            latency_s=round(utterance.latency_s, 6),
+        )
+        self.turns.append(turn)
+        if self.on_turn is not None:
+            await self.on_turn(self, turn)
+        return turn
+
+    def hide(self, *indices: int) -> None:
+        """Backtrack: these turns stay in the record but the tutor never sees them again."""
+        for index in indices:
+            self.turns[index] = self.turns[index].model_copy(update={"visible_to_tutor": False})
+
+    async def judge(self, target: int | Literal["conversation"]) -> list[Judgment]:
+        """Run every judge whose scope matches `target` and keep their judgments."""
+        scope = "conversation" if target == "conversation" else "turn"
+        found: list[Judgment] = []
+        for judge in self.judges:
+            if judge.scope == scope:
+                found.extend(await judge(self, target))
+        self.judgments.extend(found)
+        return found
+
+
+TUTORS: Registry[AgentFactory] = Registry("tutor agent")
+STUDENTS: Registry[AgentFactory] = Registry("student strategy")
+JUDGES: Registry[JudgeFactory] = Registry("judge")
+PROTOCOLS: Registry[DialogueProtocol] = Registry("scenario kind")
+SUMMARIZERS: Registry[Summarizer] = Registry("summariser")

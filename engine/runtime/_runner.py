@@ -1,0 +1,582 @@
+"""The async runtime: admit episodes under bounded concurrency, play each one, append its record as it ends."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import anyio
+import structlog
+
+from engine.core._errors import ProviderError, ScenarioError
+from engine.core._events import HOST_LOG, Redactor, RunEvents
+from engine.core._records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
+from engine.models._breaker import Breaker, BreakerPolicy, ErrorLimit
+from engine.models._cache import ResponseCache, resolve_cache_path
+from engine.models._client import CallStats, ModelClient
+from engine.models._probe import ProbeFailed, probe_endpoints
+from engine.models._provider import PROVIDERS, ChatModel
+from engine.models._throttle import Throttle
+from engine.runtime._build import BuiltScenario, build, preflight
+from engine.runtime._plugins import Agent, EpisodeContext, Judge
+from engine.runtime._rundir import RunDir, utc_now
+from engine.scenario._budget import Budget, Spend, spend
+from engine.scenario._plan import Episode
+from engine.scenario._spec import ModelSpec, Scenario, key_variables
+
+__all__ = ("Endpoint", "EpisodeCallback", "RunResult", "Runner", "TurnCallback", "endpoint_limits")
+
+log = HOST_LOG
+
+EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
+TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
+Status = Literal["finished", "interrupted"]
+Endpoint = tuple[str, str | None, str | None, str]
+"""provider, base_url, api_key_env, model name: what one throttle, breaker and client are shared by."""
+T = TypeVar("T", int, float)
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: Status
+    planned: int
+    ok: int
+    errors: int
+    summary: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    """Why an interrupted run stopped (Ctrl-C, a budget, an open circuit breaker, `--max-errors`)."""
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's contract: 0 all ok, 3 some episodes recorded as errors, 130 interrupted."""
+        if self.status == "interrupted":
+            return 130
+        return 3 if self.errors else 0
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": sys.version.split()[0]}
+    for package in ("simrun", "openai", "httpx2", "anyio", "pydantic", "aiolimiter"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+class Runner:
+    """Runs one scenario into one run directory. Build it, then `await runner.run()` once.
+
+    Args:
+        scenario: a checked scenario (see `load_scenario` / `build_scenario`).
+        out: parent folder for a new run directory (default `runs/`).
+        resume: an existing run directory; only episodes missing from it are run.
+        retry_errors: with `resume`, run again the episodes whose current record is an error; the new record
+            supersedes the old one (records are never rewritten).
+        tutor: an `Agent` to use as the tutor instead of the scenario's (for embedding and tests).
+        on_episode: awaited with each record right after it is written.
+        on_turn: awaited with each turn as it is produced.
+        grace_s: after Ctrl-C, how long in-flight episodes may take to finish before they are cancelled.
+        cache: the response cache: None follows the scenario's `cache` key, False is off, True the default file,
+            a path that file (see `resolve_cache_path`).
+        probe: call each distinct endpoint once before the first episode (see `engine.models._probe`).
+        max_errors: end the run (interrupted) once this many episodes have error records; never more are written.
+        breaker: the circuit-breaker policy applied to every endpoint (see `engine.models._breaker`).
+        report: called in a worker thread with the run directory when the run ends; returns the summary
+            (`engine.write_report` writes summary.json, report.md and report.html). None writes no report.
+
+    The constructor does no I/O: `prepare` (called by `run`) builds the scenario if it was given unbuilt,
+    and creates or reopens the run directory.
+    """
+
+    run_dir: RunDir
+    _plan_hash: str
+    _started_at: str
+
+    def __init__(
+        self,
+        scenario: Scenario | BuiltScenario,
+        *,
+        out: Path | None = None,
+        resume: Path | None = None,
+        tutor: Agent | None = None,
+        on_episode: EpisodeCallback | None = None,
+        on_turn: TurnCallback | None = None,
+        grace_s: float = 10.0,
+        cache: Path | str | bool | None = None,
+        budget: Budget | None = None,
+        retry_errors: bool = False,
+        probe: bool = True,
+        max_errors: ErrorLimit | None = None,
+        breaker: BreakerPolicy | None = None,
+        report: Callable[[RunDir], dict[str, Any]] | None = None,
+    ) -> None:
+        if isinstance(scenario, BuiltScenario):
+            self._built: BuiltScenario | None = scenario
+            if tutor is not None:
+                self._built = replace(scenario, tutor=tutor)
+                preflight(self._built)
+            self.scenario = scenario.scenario
+        else:
+            self._built, self.scenario = None, scenario
+        self._custom_tutor = tutor or (self._built.tutor if self._built is not None else None)
+        self.budget = budget or Budget()
+        self.budget.check_prices([spec.model for _, spec in self.scenario.models.by_role()], self.scenario.prices)
+        if retry_errors and not resume:
+            raise ScenarioError("--retry-errors needs --resume RUN_DIR: it re-runs that run's error records")
+        self.redactor = Redactor(
+            [os.environ.get(v, "") for v in key_variables(self.scenario)],
+            [spec.base_url for _, spec in self.scenario.models.by_role()] + [os.environ.get("OPENAI_BASE_URL")],
+        )
+        """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""
+        self._cache_setting = cache
+        self._out, self._resume, self._retry_errors = out or Path("runs"), resume, retry_errors
+        self._fresh = not resume
+        self._prepared = False
+        self.pending: list[Episode] = []
+        self.already_done = self.retried = self.ok = self.errors = 0
+        self.stats = CallStats()
+        self.errors_by_kind: Counter[str] = Counter()
+        """Current error records by kind, live: what the progress line shows."""
+        self.first_errors: dict[str, str] = {}
+        self._max_errors = max_errors
+        self._breaker_policy = breaker or BreakerPolicy()
+        self._probe = probe
+        self._report = report
+        self.reason: str | None = None
+        self._events: RunEvents | Any = log  # the run's own event log while `run` is going on
+        self.on_episode, self._on_turn = on_episode, on_turn
+        self._grace_s = grace_s
+        self._interrupted = False
+        self._admission: anyio.CancelScope | None = None
+        self._episodes_scope: anyio.CancelScope | None = None
+
+    @property
+    def built(self) -> BuiltScenario:
+        """The built scenario; a Runner given a plain `Scenario` builds it here, on first use (reads files)."""
+        if self._built is None:
+            self._built = build(self.scenario, tutor=self._custom_tutor)
+        return self._built
+
+    @property
+    def episodes(self) -> tuple[Episode, ...]:
+        return self.built.episodes
+
+    @property
+    def cache_path(self) -> Path | None:
+        return resolve_cache_path(self._cache_setting, self.scenario, check=False)
+
+    async def open(self) -> None:
+        """`prepare` in a worker thread, for async callers."""
+        await anyio.to_thread.run_sync(self.prepare)
+
+    def prepare(self) -> None:
+        """Build if needed, create or reopen the run directory, keep or check its plan and count what is done.
+
+        This is where the file I/O is (the constructor does none); `run` calls it first, in a worker thread.
+        """
+        if self._prepared:
+            return
+        built = self.built
+        resolve_cache_path(self._cache_setting, self.scenario)  # a bad cache path fails before the run
+        if self._resume:
+            self.run_dir = RunDir.for_resume(self._resume, self.scenario)
+        else:
+            self.run_dir = RunDir.create(self._out, self.scenario.name)
+            self.run_dir.acquire("run")
+        try:
+            self._plan_hash, current = self._open_plan()
+            manifest = self.run_dir.read_manifest() if self._resume else {}
+        except BaseException:
+            self.run_dir.release()
+            raise
+        retried = {r.id for r in current if r.status == "error"} if self._retry_errors else set()
+        done = {r.id for r in current} - retried
+        self.pending = [episode for episode in built.episodes if episode.id not in done]
+        self.already_done = len(built.episodes) - len(self.pending)
+        self.retried = len(retried)
+        if manifest:
+            self.stats.add(manifest.get("calls") or {})
+        kept = [r for r in current if r.id not in retried]
+        self.ok = sum(1 for r in kept if r.status == "ok")
+        """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
+        self.errors = len(kept) - self.ok
+        self.errors_by_kind.update(r.error.type for r in kept if r.error is not None)
+        for r in kept:
+            if r.error is not None:
+                self.first_errors.setdefault(r.error.type, r.error.message)
+        self._started_at = manifest.get("started_at") or utc_now()
+        self._prepared = True
+
+    def _open_plan(self) -> tuple[str, list[EpisodeRecord]]:
+        """Keep the plan in plan.json (a new run) or check it (a resume); the current records of a resume."""
+        ids = [episode.id for episode in self.episodes]
+        if self._fresh:
+            return self.run_dir.write_plan(ids), []
+        manifest = self.run_dir.read_manifest()
+        stored = self.run_dir.read_plan(manifest)
+        if stored is None:  # a run directory from before plans were kept
+            digest = self.run_dir.write_plan(ids)
+        elif stored != ids:
+            raise ScenarioError(f"cannot resume {self.run_dir.path}: its plan.json is not this scenario's plan")
+        else:
+            digest = str(manifest.get("plan_hash") or self.run_dir.write_plan(ids))
+        current = self.run_dir.current_records(ids, manifest=manifest)
+        for warning in current.warnings:
+            log.warning("records.outside_plan", run_dir=str(self.run_dir.path), detail=warning)
+        return digest, current.records
+
+    def spend(self) -> Spend:
+        """Tokens and dollars so far, per role and model (every session of a resumed run)."""
+        return spend(self.stats.tokens_by_role, self.scenario.prices)
+
+    async def run(self, *, handle_signals: bool = False) -> RunResult:
+        """Play every pending episode; with `handle_signals`, Ctrl-C stops admission and flushes (CLI only)."""
+        await self.open()
+        events = self._events = RunEvents(self.run_dir.events_path, secrets=self.redactor)
+        discard = False
+        try:
+            return await self._run(handle_signals)
+        except ProbeFailed:
+            discard = self._fresh  # nothing ran: leave no empty run directory behind
+            raise
+        finally:
+            self._events = log
+            events.close()
+            self.run_dir.release()
+            if discard:
+                shutil.rmtree(self.run_dir.path, ignore_errors=True)
+
+    async def _run(self, handle_signals: bool) -> RunResult:
+        self._admission, self._episodes_scope = anyio.CancelScope(), anyio.CancelScope()
+        completed = started = False
+        try:
+            async with AsyncExitStack() as stack:
+                clients, judge_clients = await self._open_clients(stack)
+                if self._probe:
+                    for warning in await probe_endpoints(self._endpoints):
+                        self._events.warning("probe.doubtful", detail=warning)
+                self._write_manifest("running")
+                started = True
+                self._events.info(
+                    "run.started",
+                    scenario=self.scenario.name,
+                    planned=len(self.episodes),
+                    pending=len(self.pending),
+                    retried=self.retried,
+                )
+                judges = list(self.built.judges)
+                async with anyio.create_task_group() as outer:
+                    if handle_signals:
+                        outer.start_soon(self._watch_signals)
+                    if self.scenario.executor.name == "ray":
+                        from engine.runtime._ray import run_on_ray  # Ray is imported only when it is used
+
+                        await run_on_ray(self)
+                    else:
+                        await self._run_episodes(clients, judge_clients, judges)
+                    outer.cancel_scope.cancel()
+            completed = True
+        finally:
+            self.run_dir.close()
+            if started and not completed:  # cancelled from outside: what was appended stays, and resume completes it
+                self._write_manifest("interrupted")
+        status: Status = "interrupted" if self._interrupted else "finished"
+        self._write_manifest(status)
+        summary = {} if self._report is None else await anyio.to_thread.run_sync(self._report, self.run_dir)
+        path = str(self.run_dir.path)
+        self._events.info(
+            "run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=path, reason=self.reason
+        )
+        result = RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
+        result.reason = self.reason
+        return result
+
+    def interrupt(self) -> None:
+        """Stop admitting episodes; those in flight finish (within the grace period, under the CLI)."""
+        if not self._interrupted:
+            self._stop("interrupted by a signal")
+            self._events.warning("run.interrupted", in_flight="finishing", grace_s=self._grace_s)
+
+    def _stop(self, reason: str, *, cancel_in_flight: bool = False) -> None:
+        """End the run `interrupted`: no more admissions; with `cancel_in_flight`, no more calls either."""
+        if self.reason is None:
+            self.reason = self.redactor.text(reason)  # it quotes an endpoint's error, which may echo a key
+            self._events.warning("run.stopping", reason=reason, cancel_in_flight=cancel_in_flight)
+        self._interrupted = True
+        if self._admission is not None:
+            self._admission.cancel()
+        if cancel_in_flight and self._episodes_scope is not None:
+            self._episodes_scope.cancel()
+
+    def _breaker_opened(self, reason: str) -> None:
+        self._stop(f"circuit breaker opened: {reason}", cancel_in_flight=True)
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.interrupt()
+                break
+            with anyio.move_on_after(self._grace_s):
+                async for _ in signals:
+                    break
+            if self._episodes_scope is not None:
+                self._episodes_scope.cancel()
+
+    async def _open_clients(self, stack: AsyncExitStack) -> tuple[dict[str, ModelClient], list[ModelClient]]:
+        models: dict[Endpoint, ChatModel] = {}
+        throttles: dict[Endpoint, Throttle] = {}
+        cache = await ResponseCache.open(self.cache_path) if self.cache_path is not None else None
+        if cache is not None:
+            stack.push_async_callback(cache.aclose)
+
+        roles = self.built.models
+        sharing: dict[Endpoint, list[ModelSpec]] = {}
+        for _, spec in roles:
+            sharing.setdefault(_endpoint(spec), []).append(spec)
+
+        breakers: dict[Endpoint, Breaker] = {}
+
+        def client(role: str, spec: ModelSpec) -> ModelClient:
+            key = _endpoint(spec)
+            if key not in models:
+                model = PROVIDERS.get(spec.provider)()(spec)
+                stack.push_async_callback(model.aclose)
+                models[key] = model
+                breakers[key] = Breaker(f"{role} {spec.model}", self._breaker_opened, self._breaker_policy)
+                throttles[key] = self._new_throttle(key, sharing[key])
+            return ModelClient(
+                role,
+                spec,
+                models[key],
+                throttles[key],
+                self.stats,
+                cache=cache,
+                events=self._events,
+                breaker=breakers[key],
+                redactor=self.redactor,
+            )
+
+        built = [(role, client(role, spec)) for role, spec in roles]
+        # What the probe calls: each endpoint once, by the first role that uses it (a custom tutor uses none).
+        used = [(role, spec) for role, spec in roles if not (role == "tutor" and self._custom_tutor)]
+        self._endpoints = list(
+            {_endpoint(spec): (role, models[_endpoint(spec)]) for role, spec in reversed(used)}.values()
+        )
+        return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
+
+    def _new_throttle(self, endpoint: Endpoint, sharing: list[ModelSpec]) -> Throttle:
+        """The endpoint's throttle; a Ray worker's runner overrides it to spend the cluster's one budget."""
+        return Throttle(**endpoint_limits(sharing))
+
+    async def episode_player(self, stack: AsyncExitStack) -> Callable[[Episode], Awaitable[EpisodeRecord]]:
+        """Open this run's clients on `stack` and return what plays one episode into its record, with no run
+        directory: how a Ray worker plays its shard with the very code of a local run."""
+        clients, judge_clients = await self._open_clients(stack)
+        return partial(self._play, clients=clients, judge_clients=judge_clients, judges=list(self.built.judges))
+
+    def admission_refused(self) -> str | None:
+        """Why no further episode may start (a budget spent, `--max-errors` reached), or None."""
+        reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
+        return reason if reason is not None else self._error_limit_reached()
+
+    async def _run_episodes(
+        self, clients: dict[str, ModelClient], judge_clients: list[ModelClient], judges: list[Judge]
+    ) -> None:
+        # Admission waits on the limiter before a task exists, so in-flight episodes are served first and
+        # a large plan never turns into thousands of parked tasks.
+        limiter = anyio.CapacityLimiter(self.scenario.concurrency)
+        assert self._episodes_scope is not None and self._admission is not None
+        with self._episodes_scope:
+            async with anyio.create_task_group() as group:
+                with self._admission:
+                    for episode in self.pending:
+                        await limiter.acquire_on_behalf_of(episode.id)
+                        reason = self.admission_refused()
+                        if reason is not None:
+                            limiter.release_on_behalf_of(episode.id)
+                            self.refuse_admission(reason)
+                            break
+                        group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
+
+    def refuse_admission(self, reason: str) -> None:
+        self._events.warning("budget.exhausted", reason=reason)
+        self._stop(reason)  # like Ctrl-C: resumable with a higher limit
+
+    def _error_limit_reached(self) -> str | None:
+        limit = self._max_errors
+        if limit is None or self.errors < limit.bound(len(self.episodes)):
+            return None
+        return f"error limit reached: {self.errors} episodes recorded as errors (--max-errors {limit})"
+
+    def _usage_by_model(self) -> dict[str, tuple[int, int]]:
+        return {model: (p, c) for model, (p, c) in self.stats.tokens_by_model.items()}
+
+    async def _run_one(
+        self,
+        episode: Episode,
+        limiter: anyio.CapacityLimiter,
+        clients: dict[str, ModelClient],
+        judge_clients: list[ModelClient],
+        judges: list[Judge],
+    ) -> None:
+        try:
+            await self.accept(await self._play(episode, clients, judge_clients, judges))
+        finally:
+            limiter.release_on_behalf_of(episode.id)
+
+    async def accept(self, record: EpisodeRecord) -> None:
+        """Count and append one finished episode's record: the single place records enter the run directory."""
+        if record.error is not None and self._error_limit_reached() is not None:
+            return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
+        # Counted before the append's await, so episodes ending together see each other's errors.
+        if record.error is None:
+            self.ok += 1
+        else:
+            self.errors += 1
+            self.errors_by_kind[record.error.type] += 1
+            self.first_errors.setdefault(record.error.type, record.error.message)
+        await self.run_dir.append(record)
+        if self.on_episode is not None:
+            await self.on_episode(record)
+        reason = self._error_limit_reached() if record.error is not None else None
+        if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
+            self._stop(reason, cancel_in_flight=True)
+
+    async def _play(
+        self,
+        episode: Episode,
+        clients: dict[str, ModelClient],
+        judge_clients: list[ModelClient],
+        judges: list[Judge],
+    ) -> EpisodeRecord:
+        scenario = self.scenario
+        on_turn = self._on_turn
+
+        async def turn_callback(ctx: EpisodeContext, turn: Turn) -> None:
+            if on_turn is not None:
+                await on_turn(ctx.episode, turn)
+
+        ctx = EpisodeContext(
+            episode=episode,
+            scenario=scenario,
+            tutor=self.built.make_tutor(),
+            student=self.built.make_student(),
+            judges=judges,
+            clients=clients,
+            judge_clients=judge_clients,
+            on_turn=turn_callback,
+        )
+        started = utc_now()
+        error: ErrorInfo | None = None
+        with structlog.contextvars.bound_contextvars(episode_id=episode.id):
+            try:
+                await self.built.protocol.run(ctx)
+            except Exception as caught:
+                exc = _unwrap(caught)
+                kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
+                error = ErrorInfo(type=kind, message=self.redactor.text(str(exc)))
+                where = exc.endpoint if isinstance(exc, ProviderError) else None
+                self._events.warning("episode.failed", gate=f"{kind} {where}", error_type=kind, error=str(exc))
+        usage = sum((turn.usage for turn in ctx.turns), Usage())
+        self._events.info(
+            "episode.finished",
+            episode_id=episode.id,
+            status="error" if error else "ok",
+            turns=len(ctx.turns),
+            tokens=usage.total,
+            duration_s=round(time.time() - ctx.started_at, 4),
+        )
+        return EpisodeRecord(
+            id=episode.id,
+            scenario=scenario.name,
+            scenario_hash=self.built.scenario_hash,
+            item_id=episode.item.id,
+            condition=dict(episode.condition),
+            replicate=episode.replicate,
+            seed=episode.seed,
+            status="error" if error else "ok",
+            error=error,
+            turns=ctx.turns,
+            judgments=ctx.judgments,
+            metrics=ctx.metrics,
+            meta={"domain": episode.item.domain, **episode.extras, **ctx.meta},
+            usage=usage,
+            started_at=started,
+            finished_at=utc_now(),
+        )
+
+    def _write_manifest(self, status: str) -> None:
+        scenario = self.scenario
+        providers = sorted({spec.provider for _, spec in self.built.models})
+        self.run_dir.write_manifest(
+            {
+                "simrun_version": _versions().get("simrun", "unknown"),
+                "record_version": RECORD_VERSION,
+                "scenario": self.redactor.data(scenario.resolved()),
+                "scenario_hash": self.built.scenario_hash,
+                "plan_hash": self._plan_hash,
+                "kind": scenario.kind,
+                "seed": scenario.seed,
+                "models": {
+                    "tutor": "custom agent" if self._custom_tutor else scenario.models.tutor.model,
+                    "student": scenario.models.student.model if scenario.models.student else None,
+                    "judge": [spec.model for spec in scenario.models.judge],
+                },
+                "providers": providers,
+                "status": status,
+                "reason": self.reason,
+                "counts": {
+                    "planned": len(self.episodes),
+                    "ok": self.ok,
+                    "error": self.errors,
+                    "resumed_with": self.already_done,
+                    "retried": self.retried,
+                },
+                "calls": asdict(self.stats),
+                "cost_usd": self.spend().manifest(),
+                "versions": _versions(),
+                "started_at": self._started_at,
+                "updated_at": utc_now(),
+            }
+        )
+
+
+def _endpoint(spec: ModelSpec) -> Endpoint:
+    return (spec.provider, spec.base_url, spec.api_key_env, spec.name)
+
+
+def endpoint_limits(sharing: Iterable[ModelSpec]) -> dict[str, Any]:
+    """Roles on one endpoint share one budget: the strictest of their limits holds for all."""
+    same = list(sharing)
+    return {
+        "rpm": _strictest(s.rpm for s in same),
+        "tpm": _strictest(s.tpm for s in same),
+        "max_in_flight": _strictest(s.max_concurrency for s in same),
+    }
+
+
+def _strictest(limits: Iterable[T | None]) -> T | None:
+    present = [limit for limit in limits if limit is not None]
+    return min(present) if present else None
+
+
+def _unwrap(exc: Exception) -> Exception:
+    """The single cause inside task-group wrappers, so a record says `ProviderTimeout`, not `ExceptionGroup`."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ExceptionGroup) and len({type(e) for e in exc.exceptions}) == 1:
+        return _unwrap(exc.exceptions[0])
+    return exc

@@ -1,0 +1,143 @@
+"""Spending limits for a run: tokens and dollars, checked before each episode is admitted.
+
+Researchers pay for these runs; a limit that is only noticed at the end is no limit. Prices are USD per
+million tokens, from the scenario's `prices` (keyed by model spec, e.g. `openai/gpt-4o-mini`) or a small
+built-in table of public list prices. `sim/...` is free. A model with no known price cannot be held to a
+dollar limit, so asking for one is a scenario error rather than a silent zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.core._errors import ScenarioError
+
+__all__ = ("BUILTIN_PRICES", "Budget", "Price", "Spend", "format_usd", "price_of", "spend")
+
+
+class Price(BaseModel):
+    """USD per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+BUILTIN_PRICES: dict[str, Price] = {
+    name: Price(input=i, output=o)
+    for name, (i, o) in {
+        "gpt-4o-mini": (0.15, 0.60),
+        "gpt-4o": (2.50, 10.00),
+        "gpt-4.1": (2.00, 8.00),
+        "gpt-4.1-mini": (0.40, 1.60),
+        "gpt-4.1-nano": (0.10, 0.40),
+        "o4-mini": (1.10, 4.40),
+        "o3-mini": (1.10, 4.40),
+    }.items()
+}
+"""List prices (USD per 1M tokens) of common OpenAI models; a scenario's `prices` overrides them."""
+
+
+def price_of(model: str, prices: Mapping[str, Price]) -> Price | None:
+    """The price of a `provider/name` model: the scenario's, then the built-in table; the simulator is free."""
+    if model in prices:
+        return prices[model]
+    provider, _, name = model.partition("/")
+    if provider == "sim":
+        return Price(input=0, output=0)
+    return BUILTIN_PRICES.get(name)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A run's limits; either may be None (no limit)."""
+
+    max_cost: float | None = None
+    max_tokens: int | None = None
+
+    def check_prices(self, models: list[str], prices: Mapping[str, Price]) -> None:
+        """Refuse a dollar limit that some model's spending could not be counted against."""
+        if self.max_cost is None:
+            return
+        unknown = sorted({m for m in models if price_of(m, prices) is None})
+        if unknown:
+            raise ScenarioError(
+                f"--max-cost needs a price for {', '.join(unknown)}: add them under `prices:` in the scenario, "
+                "e.g. `prices: {openai/my-model: {input: 0.5, output: 1.5}}` (USD per million tokens)"
+            )
+
+    def cost(self, usage_by_model: Mapping[str, tuple[int, int]], prices: Mapping[str, Price]) -> float:
+        """Dollars spent so far, from (prompt, completion) tokens per model."""
+        total = 0.0
+        for model, (prompt, completion) in usage_by_model.items():
+            price = price_of(model, prices)
+            if price is not None:
+                total += (prompt * price.input + completion * price.output) / 1_000_000
+        return total
+
+    def exceeded(self, usage_by_model: Mapping[str, tuple[int, int]], prices: Mapping[str, Price]) -> str | None:
+        """Why the run must stop admitting episodes, or None while it is within its limits."""
+        tokens = sum(p + c for p, c in usage_by_model.values())
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            return f"token budget reached: {tokens:,} of {self.max_tokens:,} tokens used"
+        if self.max_cost is not None:
+            spent = self.cost(usage_by_model, prices)
+            if spent >= self.max_cost:
+                return f"cost budget reached: ${spent:.4f} of ${self.max_cost:.2f} spent"
+        return None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens and dollars per role and model; what the progress line, the manifest and the report show."""
+
+    rows: list[tuple[str, str, int, int, float | None]]
+    """(role, model, prompt tokens, completion tokens, USD or None when the model has no known price)."""
+
+    @property
+    def by_model(self) -> dict[str, float | None]:
+        found: dict[str, float | None] = {}
+        for _, model, _, _, usd in self.rows:
+            found[model] = None if usd is None else (found.get(model) or 0.0) + usd  # one price per model
+        return found
+
+    @property
+    def total(self) -> float:
+        """Dollars over the priced models (see `unpriced`)."""
+        return sum(usd for usd in self.by_model.values() if usd is not None)
+
+    @property
+    def unpriced(self) -> list[str]:
+        return sorted(model for model, usd in self.by_model.items() if usd is None)
+
+    @property
+    def tokens(self) -> int:
+        return sum(p + c for _, _, p, c, _ in self.rows)
+
+    def manifest(self) -> dict[str, object]:
+        """`cost_usd` of manifest.json."""
+        return {
+            "by_model": {m: None if usd is None else round(usd, 6) for m, usd in sorted(self.by_model.items())},
+            "total": round(self.total, 6),
+            "unpriced": self.unpriced,
+        }
+
+
+def spend(tokens_by_role: Mapping[str, Mapping[str, Sequence[int]]], prices: Mapping[str, Price]) -> Spend:
+    """Priced usage from `role -> model -> [prompt, completion]` tokens."""
+    rows: list[tuple[str, str, int, int, float | None]] = []
+    for role, models in sorted(tokens_by_role.items()):
+        for model, (prompt, completion) in sorted(models.items()):
+            price = price_of(model, prices)
+            usd = None if price is None else (prompt * price.input + completion * price.output) / 1_000_000
+            rows.append((role, model, int(prompt), int(completion), usd))
+    return Spend(rows)
+
+
+def format_usd(usd: float | None) -> str:
+    if usd is None:
+        return "price unknown"
+    return f"${usd:,.4f}" if usd < 10 else f"${usd:,.2f}"

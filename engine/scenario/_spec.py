@@ -1,0 +1,303 @@
+"""The scenario schema: strict, frozen pydantic models that YAML and code compile to."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
+from urllib.parse import urlsplit
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from engine.scenario._budget import Price
+
+__all__ = (
+    "BASE_URL_ENV",
+    "MAX_EPISODES",
+    "DesignSpec",
+    "ExecutorSpec",
+    "key_variables",
+    "measured",
+    "ItemSourceSpec",
+    "JudgeSpec",
+    "ModelSpec",
+    "ModelsSpec",
+    "Scenario",
+    "StudentSpec",
+    "TutorSpec",
+)
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class _PluginSpec(BaseModel):
+    """A plug-in reference whose extra keys are that plug-in's own options (validated by the plug-in)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+BASE_URL_ENV: Final = "OPENAI_BASE_URL"
+"""Endpoint of `openai/...` models that set no `base_url`, read when the scenario is loaded (both transports)."""
+MAX_EPISODES: Final = 200_000
+"""Default cap on the size of a plan (`max_episodes`, `--max-episodes`), so a typo cannot plan forever."""
+_MAX_RATE: Final = 1e9
+
+
+def _short_form(key: str, data: Any) -> Any:
+    return {key: data} if isinstance(data, str) else data
+
+
+def _check_base_url(url: str | None) -> str | None:
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError("expected an http:// or https:// URL with a host, e.g. http://localhost:8000/v1")
+    return url
+
+
+class ModelSpec(_Spec):
+    """One model endpoint for a role. `openai/<model>` reaches any OpenAI-compatible server via `base_url`."""
+
+    short_key: ClassVar[str] = "model"
+
+    model: str = Field(pattern=r"^[A-Za-z0-9_.-]+/.+$", max_length=256)
+    """`provider/model`, e.g. `openai/gpt-4o-mini` or `sim/tutor`."""
+    base_url: str | None = None
+    """Endpoint root, e.g. `http://localhost:8000/v1` for vLLM or `http://localhost:11434/v1` for Ollama."""
+    api_key_env: str | None = None
+    """Environment variable that holds the key (default `OPENAI_API_KEY` for `openai`). Keys never go in files."""
+    rpm: float | None = Field(default=None, ge=1, le=_MAX_RATE)
+    """Requests per minute allowed on this endpoint, shared by every conversation that uses it (at least 1)."""
+    tpm: float | None = Field(default=None, ge=1, le=_MAX_RATE)
+    """Tokens per minute allowed on this endpoint (at least 1)."""
+    max_concurrency: int | None = Field(default=None, ge=1, le=100_000)
+    """Requests in flight at once on this endpoint."""
+    timeout_s: float = Field(default=60.0, gt=0, le=86_400)
+    """Per-attempt timeout (at most a day)."""
+    max_retries: int = Field(default=5, ge=0, le=100)
+    """Retries of timeouts, connection errors, 408/409/429/5xx (the SDK's own retries are always off)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Generation parameters (`temperature`, `max_tokens`, ...); for `sim/...` the simulator's knobs."""
+    transport: Literal["sdk", "lean"] = "sdk"
+    """How `openai/...` talks HTTP: the official SDK, or the lean aiohttp path (a fraction of its CPU per call)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        data = _short_form("model", data)
+        # The SDK reads OPENAI_BASE_URL itself and the lean transport would not: resolve it once, here.
+        if isinstance(data, dict) and str(data.get("model", "")).startswith("openai/") and not data.get("base_url"):
+            env = os.environ.get(BASE_URL_ENV)
+            if env:
+                data = {**data, "base_url": env}
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        return _check_base_url(url)
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.model.split("/", 1)[1]
+
+
+class ModelsSpec(_Spec):
+    """Models by role. Several judge models vote in turn; one judge model is asked `judge_votes` times."""
+
+    tutor: ModelSpec
+    student: ModelSpec | None = None
+    judge: list[ModelSpec] = Field(default_factory=list)
+
+    def by_role(self) -> list[tuple[str, ModelSpec]]:
+        """Every model of the scenario with its role, judges once each."""
+        found = [("tutor", self.tutor)]
+        if self.student is not None:
+            found.append(("student", self.student))
+        found.extend(("judge", spec) for spec in self.judge)
+        return found
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | dict) else value
+
+
+class TutorSpec(_PluginSpec):
+    """The tutor agent (`model`: a model with a system-prompt template) and its options."""
+
+    agent: str = "model"
+
+
+class StudentSpec(_PluginSpec):
+    """The student strategy (`scripted`, `crescendo`, ...) and its options."""
+
+    strategy: str
+
+
+class JudgeSpec(_PluginSpec):
+    """A judge by name, with its options. `harm` in YAML is short for `{name: harm}`."""
+
+    short_key: ClassVar[str] = "name"
+
+    name: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("name", data)
+
+
+class DesignSpec(_PluginSpec):
+    """A condition generator by name (e.g. `demographic`), with its options; crossed with `factors`."""
+
+    short_key: ClassVar[str] = "name"
+
+    name: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("name", data)
+
+
+class ExecutorSpec(_Spec):
+    """Where episodes are played: `local` (this process) or `ray` (actors of a Ray cluster). `ray` in YAML is
+    short for `{name: ray}`. Operational: it is not part of the scenario hash, so a run may be resumed on either."""
+
+    short_key: ClassVar[str] = "name"
+
+    name: Literal["local", "ray"] = "local"
+    address: str | None = None
+    """Ray cluster to join: `auto` (the one `ray start` started here), `ray://HEAD:10001`, or none for a local one."""
+    workers: int | None = Field(default=None, ge=1, le=10_000)
+    """Ray worker actors (default: one per CPU of the cluster)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("name", data)
+
+
+class ItemSourceSpec(_PluginSpec):
+    """Where items come from: `{source: bank, path: items/stem.yaml}`; paths are relative to the scenario."""
+
+    source: str
+    path: str
+
+
+def key_variables(scenario: Scenario) -> set[str]:
+    """The environment variables holding this scenario's API keys (their values are secrets to keep out)."""
+    return {spec.api_key_env or "OPENAI_API_KEY" for _, spec in scenario.models.by_role() if spec.provider != "sim"}
+
+
+_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes", "executor"})
+_OPERATIONAL_MODEL = frozenset({"rpm", "tpm", "max_concurrency", "timeout_s", "max_retries"})
+
+
+def measured(resolved: dict[str, Any]) -> dict[str, Any]:
+    """A resolved scenario without the settings that change how fast or how safely it runs but not what it
+    measures (concurrency, cache, rate limits, timeouts, retries, prices), so a run can be resumed with them
+    changed — e.g. a lower `rpm` after a storm of 429s."""
+    data = {k: v for k, v in resolved.items() if k not in _OPERATIONAL}
+    models = dict(data.get("models") or {})
+    for role, spec in models.items():
+        specs = spec if isinstance(spec, list) else [spec]
+        kept = [
+            {k: v for k, v in s.items() if k not in _OPERATIONAL_MODEL} if isinstance(s, dict) else s for s in specs
+        ]
+        models[role] = kept if isinstance(spec, list) else kept[0]
+    data["models"] = models
+    return data
+
+
+class Scenario(_Spec):
+    """A runnable experiment: items × conditions × replicates, each episode a dialogue that gets judged."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: str
+    """The registered dialogue protocol and summariser, e.g. `crescendo`."""
+    description: str = ""
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    """Run seed; every episode's seed derives from it and the episode id."""
+    concurrency: int = Field(default=32, ge=1, le=100_000)
+    """Episodes in flight at once."""
+    replicates: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    """Run only the first N planned episodes."""
+    max_episodes: int = Field(default=MAX_EPISODES, ge=1)
+    """Largest plan accepted; raise it (`--max-episodes`) to run a bigger one on purpose."""
+    models: ModelsSpec
+    items: list[ItemSourceSpec] = Field(min_length=1)
+    factors: dict[str, list[str]] = Field(default_factory=dict)
+    """Condition factors and their levels; episodes cross them with the items."""
+    design: DesignSpec | None = None
+    """Generates conditions that are not a plain cross product (e.g. demographic cues, paired by item)."""
+    tutor: TutorSpec = Field(default_factory=lambda: TutorSpec())
+    student: StudentSpec
+    judges: list[JudgeSpec] = Field(default_factory=list)
+    judge_votes: int = Field(default=3, ge=1, le=99)
+    """Votes per judgment, combined by majority (the votes are kept in the record)."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """USD per million tokens by model spec, e.g. `{openai/my-model: {input: 0.5, output: 1.5}}`, for
+    `--max-cost`; common OpenAI models have built-in list prices and `sim/...` is free."""
+    cache: bool | str = False
+    """Answer repeated model calls from the response cache: `true` (the default file) or a file path, relative to
+    the scenario. It changes how results are obtained, not what they are, so it is not part of the scenario hash."""
+
+    executor: ExecutorSpec = Field(default_factory=lambda: ExecutorSpec())
+    """Where episodes are played (`local` or `ray`); like `concurrency`, not part of the scenario hash."""
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("factors")
+    @classmethod
+    def _levels_present(cls, factors: dict[str, list[str]]) -> dict[str, list[str]]:
+        for factor, levels in factors.items():
+            if not levels:
+                raise ValueError(f"factor {factor!r} has no levels")
+            if len(set(levels)) != len(levels):
+                raise ValueError(f"factor {factor!r} repeats a level")
+        return factors
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_path_present(cls, cache: bool | str) -> bool | str:
+        if isinstance(cache, str) and not cache.strip():
+            raise ValueError("expected true, false or a file path")
+        return cache
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative paths in the scenario are resolved against."""
+        return self._base_dir
+
+    def with_base_dir(self, base_dir: Path) -> Scenario:
+        scenario = self.model_copy()
+        scenario._base_dir = base_dir
+        return scenario
+
+    def resolved(self) -> dict[str, Any]:
+        """The scenario as plain JSON data (secrets never live here: keys are only named, by variable)."""
+        return self.model_dump(mode="json")
+
+    def content_hash(self) -> str:
+        """Identity of what the run measures (see `measured`), the key a resume is checked against."""
+        return hashlib.sha256(orjson.dumps(measured(self.resolved()), option=orjson.OPT_SORT_KEYS)).hexdigest()
