@@ -67,6 +67,7 @@ from .runtime._plugins import (
     options_model,
     planning_notes,
 )
+from .runtime._fan_out import fan_out
 from .runtime._runner import Runner, RunResult
 from .scenario._items import ITEM_SOURCES, Item
 from .scenario._load import apply_overrides
@@ -211,6 +212,7 @@ __all__ = [
     "detectable_r",
     "difference_contrast",
     "discrete_hazard",
+    "fan_out",
     "format_effect",
     "format_number",
     "format_p",

@@ -154,3 +154,16 @@ def test_without_ray_the_executor_exits_2_saying_how_to_install(
     err = capsys.readouterr().err
     assert "pip install 'simrun[ray]'" in " ".join(err.split()) and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_simulator_study_fans_out_with_the_same_figures(ray_cluster: Any) -> None:
+    """`engine.fan_out` runs the fairness bench's seeds as Ray tasks: the same results, in seed order."""
+    from functools import partial
+
+    from bench.fairness_calibration import DESIGNS, prepare, trial
+
+    design = DESIGNS[0]
+    one = partial(trial, prepare(design.scenario, design.overrides, 20), "test-fan-out", design, 0.3)
+    local = engine.fan_out(one, range(6))
+    assert engine.fan_out(one, range(6), executor="ray", workers=2) == local
+    assert any(hit for _, hit in local) and all(family > 0 for family, _ in local)
