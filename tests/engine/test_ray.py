@@ -167,3 +167,23 @@ def test_a_simulator_study_fans_out_with_the_same_figures(ray_cluster: Any) -> N
     local = engine.fan_out(one, range(6))
     assert engine.fan_out(one, range(6), executor="ray", workers=2) == local
     assert any(hit for _, hit in local) and all(family > 0 for family, _ in local)
+
+
+async def test_a_load_test_across_two_ray_workers_loses_nothing(ray_cluster: Any) -> None:
+    """`loadtest --executor ray --workers 2`: the split of local `--workers`, one start, every row merged."""
+    from engine.tools.loadtest._config import LoadConfig
+    from engine.tools.loadtest._run import load_items
+    from engine.tools.loadtest._workers import run_step
+
+    async with LoopbackServer(ServeOptions(latency_s=0.01)) as server:
+        config = LoadConfig(
+            target=server.base_url, model="sim-tutor", arrival="constant", rate=20.0, duration_s=0.5, turns=1,
+            think_time_s=0.0, workers=2, executor="ray",
+        )  # fmt: skip
+        rows, healths = await run_step(config, load_items(config), rate=config.rate, step=0)
+        stats = server.stats
+    assert {row.worker for row in rows} == {0, 1} and [h.worker for h in healths] == [0, 1]
+    assert all(row.conversation % 2 == row.worker for row in rows)
+    assert sorted(row.conversation for row in rows) == list(range(10)), "the schedule, split without loss"
+    assert stats.requests == len(rows) and all(row.ok for row in rows)
+    assert max(row.dispatched for row in rows) < 1.0, "one shared start: no worker's schedule runs late"
