@@ -50,6 +50,7 @@ from .report._summarizer import BlockSummarizer
 from .report._svg import Cell, new_figure, paragraph, plot, section, table
 from .runtime._build import BuiltScenario, build, load_built, preflight
 from .runtime._checks import build_scenario, check_scenario, load_scenario
+from .runtime._fan_out import fan_out
 from .runtime._plugins import (
     JUDGES,
     PROTOCOLS,
@@ -67,7 +68,6 @@ from .runtime._plugins import (
     options_model,
     planning_notes,
 )
-from .runtime._fan_out import fan_out
 from .runtime._runner import Runner, RunResult
 from .scenario._items import ITEM_SOURCES, Item
 from .scenario._load import apply_overrides

@@ -125,7 +125,7 @@ def _load(
     max_episodes: int | None = None,
     executor: dict[str, str | int | None] | None = None,
 ) -> BuiltScenario:
-    flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
+    flags: dict[str, object] = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
     flags |= {f"executor.{key}": value for key, value in (executor or {}).items()}
     extra = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
     return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)

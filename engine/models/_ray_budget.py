@@ -1,9 +1,10 @@
 """One RPM/TPM budget per endpoint across a Ray cluster: a budget actor leases small slices to the workers.
 
 Each worker's `LeasedThrottle` spends permits it has leased from the endpoint's `EndpointBudget` actor and asks
-for more only when they run out, so the actor is off the per-request path. The actor drains its buckets exactly
-with the local `Throttle`'s buckets (`bucket_shape`), so N workers together keep the configured rate. A lease is what the worker's waiting calls need, at most about 100 ms of the rate (or
-the one call that needs more): what a worker may send during a pause it has not heard of yet is that slice.
+for more only when they run out, so the actor is off the per-request path when the rate is high. The actor
+drains buckets made by the local `Throttle`'s `bucket_shape`, so N workers together keep the configured rate.
+A lease is what the worker's waiting calls need, at most about 100 ms of the rate (or the one call that needs
+more): what a worker may send during a pause it has not heard of yet is that slice.
 
 A Retry-After seen by any worker pauses the endpoint's budget (no lease is granted before it ends); quota
 exhaustion seen by any worker is kept by the actor and fails every worker's next call to that endpoint.
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 
 from engine.core._errors import QuotaExhausted
-from engine.models._throttle import Throttle, _bucket, _Bucket
+from engine.models._throttle import Throttle, _Bucket, _bucket
 
 __all__ = ("SLICE_S", "EndpointBudget", "LeasedThrottle", "endpoint_label")
 
@@ -50,7 +51,10 @@ class EndpointBudget:
     async def lease(self, kind: str, need: float, want: float) -> dict[str, Any]:
         """`need` permits of `kind` (`requests` or `tokens`) once the rate allows, and up to `want` if free now."""
         bucket = self._buckets[kind]
-        while (wait := self._not_before - time.monotonic()) > 0 and self._exhausted is None:
+        while True:  # a hold may be extended while this lease waits it out
+            wait = self._not_before - time.monotonic()
+            if wait <= 0 or self._exhausted is not None:
+                break
             await anyio.sleep(wait)
         if self._exhausted is not None:
             return {"granted": 0.0, "exhausted": self._exhausted}

@@ -105,7 +105,9 @@ class _WorkerRunner(Runner):
         budget = self._budgets.get(endpoint_label(endpoint))
         if budget is None:
             return Throttle(**limits)
-        return LeasedThrottle(budget, endpoint[3], rpm=limits["rpm"], tpm=limits["tpm"], max_in_flight=limits["max_in_flight"])
+        return LeasedThrottle(
+            budget, endpoint[3], rpm=limits["rpm"], tpm=limits["tpm"], max_in_flight=limits["max_in_flight"]
+        )
 
 
 def _delta(now: Any, before: Any) -> Any:
@@ -149,7 +151,12 @@ class EpisodeWorker:
                 group.start_soon(one, self._by_id[episode_id])
         now = asdict(self._runner.stats)
         stats, self._reported = _delta(now, self._reported), now
-        return {"records": records, "stats": stats, "events": self._runner.buffer.drain(), "reason": self._runner.reason}
+        return {
+            "records": records,
+            "stats": stats,
+            "events": self._runner.buffer.drain(),
+            "reason": self._runner.reason,
+        }
 
     def pid(self) -> int:
         import os

@@ -111,7 +111,7 @@ async def test_two_workers_share_one_rate_budget(
     arrivals: list[tuple[float, bool]] = []
     checked = _Window.wait
 
-    def wait(self: Any, now: float, cost: float) -> float | None:
+    def wait(self: Any, now: float, cost: int) -> float | None:
         delay = checked(self, now, cost)
         arrivals.append((now, delay is None))
         return delay
