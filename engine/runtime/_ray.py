@@ -30,7 +30,7 @@ from engine.models._client import CallStats
 from engine.models._ray_budget import EndpointBudget, LeasedThrottle, endpoint_label
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario
-from engine.runtime._runner import Endpoint, Runner, endpoint_limits
+from engine.runtime._runner import Endpoint, Runner, _endpoint, endpoint_limits
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec
 
@@ -158,11 +158,6 @@ class EpisodeWorker:
             "reason": self._runner.reason,
         }
 
-    def pid(self) -> int:
-        import os
-
-        return os.getpid()
-
 
 @dataclass
 class _Worker:
@@ -213,7 +208,7 @@ class _Dispatch:
         return [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
 
     async def _feed(self, worker: _Worker) -> None:
-        while True:
+        while worker.actor is not None:  # None: it died and no replacement was left
             shard = self._next_shard()
             if shard is None:
                 if self.in_flight == 0 or self.runner._interrupted:
@@ -225,8 +220,6 @@ class _Dispatch:
                 await self._send(worker, shard)
             finally:
                 self.in_flight -= 1
-            if worker.actor is None:
-                return
 
     async def _send(self, worker: _Worker, shard: list[Episode]) -> None:
         generation = worker.generation
@@ -280,7 +273,7 @@ def _budget_actors(ray: ModuleType, runner: Runner) -> dict[str, Any]:
     """One budget actor per endpoint that has an RPM or TPM limit, shared by every worker."""
     sharing: dict[Endpoint, list[ModelSpec]] = {}
     for _, spec in runner.built.models:
-        sharing.setdefault((spec.provider, spec.base_url, spec.api_key_env, spec.name), []).append(spec)
+        sharing.setdefault(_endpoint(spec), []).append(spec)
     budgets: dict[str, Any] = {}
     actor = ray.remote(num_cpus=0)(EndpointBudget)
     for endpoint, specs in sharing.items():
