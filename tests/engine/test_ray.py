@@ -187,3 +187,13 @@ async def test_a_load_test_across_two_ray_workers_loses_nothing(ray_cluster: Any
     assert sorted(row.conversation for row in rows) == list(range(10)), "the schedule, split without loss"
     assert stats.requests == len(rows) and all(row.ok for row in rows)
     assert max(row.dispatched for row in rows) < 1.0, "one shared start: no worker's schedule runs late"
+
+
+def test_a_load_test_without_ray_exits_2_saying_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    argv = ["loadtest", "--target", "http://127.0.0.1:9/v1", "--model", "m", "--rate", "1", "--executor", "ray"]
+    assert main([*argv, "--workers", "2", "--out", str(tmp_path / "runs")]) == 2
+    assert "pip install 'simrun[ray]'" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "runs").exists()
