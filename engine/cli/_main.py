@@ -170,8 +170,12 @@ def _load(
     type=click.Choice(["local", "ray"]),
     help="Where episodes are played: this process (default) or Ray actors (needs simrun[ray]).",
 )
-@click.option("--ray-address", metavar="auto|ray://HOST:PORT", help="Ray cluster to join (default: start one here).")
-@click.option("--ray-workers", type=click.IntRange(min=1), help="Ray worker actors (default: one per cluster CPU).")
+@click.option("--ray-address", metavar="auto|ray://HOST:PORT", help="Ray cluster to join (implies --executor ray).")
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(min=1),
+    help="Ray worker actors (default: one per cluster CPU; implies --executor ray).",
+)
 def run(
     scenario: Path,
     out: Path,
@@ -204,7 +208,11 @@ def run(
         seed=seed,
         concurrency=concurrency,
         max_episodes=max_episodes,
-        executor={"name": executor, "address": ray_address, "workers": ray_workers},
+        executor={
+            "name": executor or ("ray" if ray_address or ray_workers else None),
+            "address": ray_address,
+            "workers": ray_workers,
+        },
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:

@@ -129,16 +129,18 @@ async def test_two_workers_share_one_rate_budget(
 
 
 def test_cli_runs_on_ray(tmp_path: Path, ray_cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """`simrun SCENARIO --executor ray --ray-workers 2` runs, prints the summary, exits 0."""
+    """`simrun SCENARIO --ray-workers 2` (which implies `--executor ray`) runs on Ray and exits 0."""
     write_bank(tmp_path / "bank.yaml")
     path = tmp_path / "s.yaml"
     path.write_bytes(orjson.dumps(scenario_data()))
-    code = main([str(path), "--executor", "ray", "--ray-workers", "2", "--out", str(tmp_path / "runs"), "-q"])
+    code = main([str(path), "--ray-workers", "2", "--out", str(tmp_path / "runs"), "-q"])
     assert code == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert len(_ids(run_dir)) == 12
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["scenario_hash"] == make_scenario(tmp_path).content_hash(), "the executor is not hashed"
+    events = [orjson.loads(line)["event"] for line in (run_dir / "events.jsonl").read_bytes().splitlines()]
+    assert "ray.started" in events
 
 
 @pytest.mark.parametrize("argv", [["--executor", "ray"], ["--set", "executor=ray"]])
