@@ -228,7 +228,7 @@ def analyse(prepared: Prepared, *, seed: int, planted: tuple[str, str] | None, b
         hit = planted is not None and demographic.get(planted[0]) == planted[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))
     manifest = {"seed": seed, "scenario": scenario.resolved()}
-    summary: dict[str, Any] = FairnessSummarizer(intervals=False).summarize(records, manifest)["fairness"]
+    summary: dict[str, Any] = FairnessSummarizer(intervals=False).results(records, manifest)
     return summary
 
 

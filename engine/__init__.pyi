@@ -44,6 +44,7 @@ from .report._blocks import (
     Strong,
     Table,
 )
+from .report._grid import GridPanel, HeatGrid
 from .report._judge_agreement import judge_agreement_html
 from .report._rebuild import write_report
 from .report._summarizer import BlockSummarizer
@@ -138,6 +139,8 @@ __all__ = [
     "Forest",
     "ForestPanel",
     "Gates",
+    "GridPanel",
+    "HeatGrid",
     "Heatmap",
     "ITEM_SOURCES",
     "Interval",

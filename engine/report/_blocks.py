@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from engine.report._grid import HeatGrid
+
 __all__ = (
     "Block",
     "BlockCell",
@@ -130,7 +132,7 @@ class Section:
     key: str = ""
 
 
-Block = Section | Table | Note | Forest | Heatmap
+Block = Section | Table | Note | Forest | Heatmap | HeatGrid
 
 
 def tables_of(block: Block) -> Sequence[Table]:
@@ -141,4 +143,6 @@ def tables_of(block: Block) -> Sequence[Table]:
         return (block.numbers,)
     if isinstance(block, Heatmap):
         return block.numbers
+    if isinstance(block, HeatGrid):
+        return (block.numbers,)
     return ()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from markupsafe import Markup
 
 from engine.report._blocks import Block, BlockCell, Brief, Forest, Heatmap, Note, Section, Strong, Table
+from engine.report._grid import HeatGrid, heat_grid_html
 from engine.report._svg import Cell, new_figure, paragraph, plot, section, table
 
 __all__ = ("html_blocks",)
@@ -94,6 +95,8 @@ def _block(block: Block) -> Markup:
         return _table(block)
     if isinstance(block, Forest):
         return _forest(block)
+    if isinstance(block, HeatGrid):
+        return heat_grid_html(block, _table(block.numbers))
     return _heatmap(block)
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from engine.report._blocks import Brief, Forest, ForestPanel, Heatmap, Interval, Note, Section, Strong, Table
 from engine.report._console import console_blocks
+from engine.report._grid import GridPanel, HeatGrid
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
 from tests.helpers import ESCAPED, PLANTED
@@ -87,3 +88,34 @@ def test_html_plots_rebuild_byte_identically() -> None:
         xlabel="score",
     )
     assert html_blocks([forest]) == html_blocks([forest])
+
+
+def test_a_heat_grid_draws_one_panel_per_matrix_and_shows_its_numbers_in_text() -> None:
+    numbers = Table(
+        ("metric", "F/F", "F/M", "M/F", "M/M"),
+        (("rate", "0.1", "0.4", "0.15", None), (PLANTED, "2", "3", "4", "5")),
+        key="grid",
+        console_columns=(),
+    )
+    grid = HeatGrid(
+        ("is F", "is M"),
+        ("told F", "told M"),
+        (GridPanel("rate", ((0.1, 0.4), (0.15, None))), GridPanel(PLANTED, ((2.0, 3.0), (4.0, 5.0)))),
+        numbers,
+        key="grid",
+        caption="cell means",
+        columns=3,
+    )
+    html = str(html_blocks([Section("Panels", (grid,), key="g")]))
+    assert PLANTED not in html and ESCAPED in html
+    assert len(re.findall(r'<svg class="plot-svg"', html)) == 1
+    assert html.index('id="tbl-grid"') > html.index('id="fig-grid"')
+    svg = html[html.index("<svg") : html.index("</svg>")]
+    cells = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert {"0.1", "0.4", "0.15", "–", "2", "5", "rate", "is M", "told F"} <= set(cells)
+    assert html_blocks([grid]) == html_blocks([grid])
+    assert markdown_blocks([grid]) == (
+        "| metric | F/F | F/M | M/F | M/M |\n|---|---|---|---|---|\n| rate | 0.1 | 0.4 | 0.15 | – |\n"
+        f"| {PLANTED} | 2 | 3 | 4 | 5 |\n"
+    )
+    assert "rate" not in _printed([grid])

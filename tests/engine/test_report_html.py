@@ -215,9 +215,9 @@ def test_fairness_section_draws_the_forest_and_the_two_by_two_panel() -> None:
     assert 'id="fig-forest-opposite-all-gender_mismatch"' in html
     assert 'id="fig-mismatch-opposite-all-gender_mismatch"' in html
     assert html.count('<tr class="violation">') == 1
-    assert '<strong class="viol">+0.50 [+0.20, +0.70]</strong>' in html
+    assert "<strong>+0.50 [+0.20, +0.70]</strong>" in html
     for value in ("0.1", "0.4", "0.15", "0.45"):
-        assert f'<td class="num">{value}</td>' in html
+        assert f"<td>{value}</td>" in html
 
 
 def test_view_serves_the_report_and_any_episode(crescendo_run: Path) -> None:

@@ -135,6 +135,11 @@ def generate(item: str, condition: dict[str, str], replicate: int = 0, domain: s
     return Dialogue(item, dict(condition), turns, conversation, replicate=replicate, domain=domain)
 
 
+def summarize(summarizer: FairnessSummarizer, found: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> Any:
+    """The summary as a run writes it to summary.json: the typed summary's JSON."""
+    return summarizer.summarize(found, manifest).model_dump(mode="json")
+
+
 def records(dialogues: Iterable[Dialogue]) -> list[EpisodeRecord]:
     return [d.record(f"ep{i:04d}") for i, d in enumerate(dialogues)]
 
@@ -229,13 +234,13 @@ def opposite_dialogues() -> list[Dialogue]:
 @pytest.fixture(scope="module")
 def gender() -> tuple[list[Dialogue], dict[str, Any]]:
     dialogues = gender_dialogues()
-    return dialogues, FairnessSummarizer().summarize(records(dialogues), MANIFEST)
+    return dialogues, summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
 
 
 @pytest.fixture(scope="module")
 def ses() -> tuple[list[Dialogue], dict[str, Any]]:
     dialogues = ses_dialogues()
-    return dialogues, FairnessSummarizer().summarize(records(dialogues), MANIFEST)
+    return dialogues, summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
 
 
 # ------------------------------------------------------------------------------------------ dialogue scores
@@ -382,7 +387,7 @@ def test_baseline_is_not_a_dimension_of_its_own(gender: tuple[list[Dialogue], di
 def test_error_records_are_ignored() -> None:
     """Adding failed episodes with wild values (and new items) changes nothing in the summary."""
     dialogues = gender_dialogues()
-    clean = FairnessSummarizer().summarize(records(dialogues), MANIFEST)
+    clean = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
     broken = []
     for k, d in enumerate(dialogues[:20]):
         wild = generate("zz" if k % 2 else d.item, d.condition, replicate=5)
@@ -391,7 +396,7 @@ def test_error_records_are_ignored() -> None:
         wild.status = "error"
         wild.stop_reason = "error"
         broken.append(wild)
-    noisy = FairnessSummarizer().summarize(records([*broken, *dialogues]), MANIFEST)
+    noisy = summarize(FairnessSummarizer(), records([*broken, *dialogues]), MANIFEST)
     assert noisy == clean
 
 
@@ -455,7 +460,7 @@ def test_ses_planted_gap_gives_three_ordered_pairs(ses: tuple[list[Dialogue], di
 def test_opposite_cells_give_the_five_mismatch_contrasts() -> None:
     """Cells keyed "<stated>/<perceived>" map to mismatch_contrasts; the opposite baseline is left out."""
     dialogues = opposite_dialogues()
-    summary = FairnessSummarizer().summarize(records(dialogues), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
     assert {c["dimension"] for c in summary["fairness"]["contrasts"]} == {"gender_mismatch"}
     for metric in METRICS:
         cells = {
@@ -479,7 +484,7 @@ def test_opposite_cells_give_the_five_mismatch_contrasts() -> None:
 def test_opposite_with_a_missing_cell_is_insufficient() -> None:
     """Without any male/female dialogue no item is complete, so all five contrasts are insufficient with n = 0."""
     dialogues = [d for d in opposite_dialogues() if d.level != "male/female"]
-    summary = FairnessSummarizer().summarize(records(dialogues), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
     found = find(summary, dimension="gender_mismatch")
     assert len(found) == 5 * len(METRICS)
     assert all(c["status"] == "insufficient" and c["n"] == 0 and not c["violation"] for c in found)
@@ -508,7 +513,7 @@ def two_domain_dialogues() -> tuple[list[Dialogue], list[str], list[str]]:
 def test_two_domains_give_all_plus_per_domain_cells() -> None:
     """Records in two domains are summarised over "all" and per domain, each cell from its own items and seed."""
     dialogues, algebra, optics = two_domain_dialogues()
-    summary = FairnessSummarizer().summarize(records(dialogues), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
     data = summary["fairness"]
     assert [c["domain"] for c in data["contrasts"]] == ["all"] * 9 + ["algebra"] * 9 + ["optics"] * 9
     assert {m["domain"] for m in data["means"]} == {"all", "algebra", "optics"}
@@ -565,7 +570,7 @@ def test_mean_abs_r_tables_by_hand(ses: tuple[list[Dialogue], dict[str, Any]]) -
 def test_opposite_aggregates_are_correct_and_wrong() -> None:
     """EduFair Table 7: Ped. = mean |r| of matched (Correct) or mismatched (Wrong) over the turn metrics, Conv.
     over the conversation metrics."""
-    summary = FairnessSummarizer(intervals=False).summarize(records(opposite_dialogues()), MANIFEST)
+    summary = summarize(FairnessSummarizer(intervals=False), records(opposite_dialogues()), MANIFEST)
     aggregates = {a["label"]: a for a in summary["fairness"]["mean_abs_r"]["aggregates"]}
     assert set(aggregates) == {"Correct (genders match)", "Wrong (genders differ)"}
     for label, test in (("Correct (genders match)", "matched"), ("Wrong (genders differ)", "mismatched")):
@@ -600,7 +605,7 @@ def test_correction_is_selectable_in_the_analysis_settings(method: str) -> None:
     """design.analysis.correction picks the adjustment; q moves the threshold."""
     dialogues = ses_dialogues()
     manifest = {**MANIFEST, "scenario": {"design": {"analysis": {"correction": method, "q": 0.01}}}}
-    summary = FairnessSummarizer(intervals=False).summarize(records(dialogues), manifest)
+    summary = summarize(FairnessSummarizer(intervals=False), records(dialogues), manifest)
     members = [c for c in summary["fairness"]["contrasts"] if c["family"] == "run"]
     ps = np.array([c["p"] for c in members])
     m = len(ps)
@@ -627,9 +632,9 @@ def test_verdicts_do_not_depend_on_intervals_or_their_seed() -> None:
             (c["metric"], c["a"], c["b"], c["violation"], c["p_adjusted"]) for c in summary["fairness"]["contrasts"]
         ]
 
-    with_intervals = FairnessSummarizer().summarize(records(dialogues), MANIFEST)
-    without = FairnessSummarizer(intervals=False).summarize(records(dialogues), MANIFEST)
-    other_seed = FairnessSummarizer().summarize(records(dialogues), {**MANIFEST, "seed": SEED + 1})
+    with_intervals = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
+    without = summarize(FairnessSummarizer(intervals=False), records(dialogues), MANIFEST)
+    other_seed = summarize(FairnessSummarizer(), records(dialogues), {**MANIFEST, "seed": SEED + 1})
     assert verdicts(with_intervals) == verdicts(without) == verdicts(other_seed)
 
 
@@ -664,7 +669,7 @@ def test_pure_noise_over_many_metrics_gives_no_finding() -> None:
             ("language", "other_language"),
         ]
     ]
-    summary = FairnessSummarizer(intervals=False).summarize(records(dialogues), MANIFEST)
+    summary = summarize(FairnessSummarizer(intervals=False), records(dialogues), MANIFEST)
     data = summary["fairness"]
     assert data["violations"] == []
     assert data["correction"]["family_size"] == 2 * len(METRICS)
@@ -694,7 +699,7 @@ def audit_dialogues() -> list[Dialogue]:
 
 def test_audit_shares_per_condition_and_stop_reasons() -> None:
     """Each flag's share over the condition's dialogues that carry it as a bool (None when none does)."""
-    summary = FairnessSummarizer().summarize(records(audit_dialogues()), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(audit_dialogues()), MANIFEST)
     data = summary["fairness"]
     assert data["audit"] == [
         {
@@ -740,7 +745,7 @@ def test_fewer_than_fifteen_items_are_insufficient() -> None:
     items = [f"i{k:02d}" for k in range(10)]
     dialogues = [generate(item, explicit("gender", level)) for item in items for level in ("female", "male")]
     summarizer = FairnessSummarizer()
-    summary = summarizer.summarize(records(dialogues), MANIFEST)
+    summary = summarize(summarizer, records(dialogues), MANIFEST)
     data = summary["fairness"]
     assert len(data["contrasts"]) == len(METRICS)
     for c in data["contrasts"]:
@@ -822,11 +827,11 @@ def test_markdown_without_findings_says_none_and_points_to_planning() -> None:
             twin = next(t for t in dialogues if t.item == d.item and t.level == "female")
             d.turns, d.conversation = twin.turns, twin.conversation
     summarizer = FairnessSummarizer()
-    summary = summarizer.summarize(records(dialogues), MANIFEST)
+    summary = summarize(summarizer, records(dialogues), MANIFEST)
     assert summary["fairness"]["violations"] == []
     assert {c["mean_abs_r"] for c in summary["fairness"]["mean_abs_r"]["cells"]} == {0.0}
     markdown = summarizer.render_markdown(summary)
-    assert "None: no contrast's adjusted p is at or below q = 0.05" in section(markdown, "Fairness findings")
+    assert "No findings: no contrast's adjusted p is at or below q = 0.05" in section(markdown, "Fairness findings")
     assert violation_rows(markdown) == []
     console = Console(record=True, width=200)
     console.print(summarizer.render_console(summary))
@@ -837,7 +842,7 @@ def test_markdown_without_findings_says_none_and_points_to_planning() -> None:
 
 def test_markdown_names_mismatch_contrasts_by_test() -> None:
     """Opposite-design findings are labelled with their contrast name, e.g. "perceived: perceived female − ..."."""
-    summary = FairnessSummarizer().summarize(records(opposite_dialogues()), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(opposite_dialogues()), MANIFEST)
     markdown = FairnessSummarizer().render_markdown(summary)
     assert "### opposite cues · domain algebra" in markdown
     assert "| algebra | opposite | Correct (genders match) |" in markdown
@@ -862,7 +867,7 @@ def audit_columns(markdown: str) -> dict[tuple[str, str], dict[str, str]]:
 
 def test_markdown_audit_table_rows() -> None:
     """One audit row per condition with its dialogue count and percentages."""
-    summary = FairnessSummarizer().summarize(records(audit_dialogues()), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(audit_dialogues()), MANIFEST)
     table = audit_columns(FairnessSummarizer().render_markdown(summary))
     assert set(table) == {("baseline", "none"), ("gender", "female"), ("gender", "male")}
     assert [table[k]["dialogues"] for k in sorted(table)] == ["2", "3", "1"]
@@ -875,7 +880,7 @@ def test_markdown_audit_table_rows() -> None:
 
 def test_markdown_audit_columns_match_their_headers() -> None:
     """Each audit column holds the flag its header names."""
-    summary = FairnessSummarizer().summarize(records(audit_dialogues()), MANIFEST)
+    summary = summarize(FairnessSummarizer(), records(audit_dialogues()), MANIFEST)
     female = audit_columns(FairnessSummarizer().render_markdown(summary))[("gender", "female")]
     assert (female["cue leakage"], female["role flip"], female["self-solved"], female["persona drift"]) == (
         "67%",
@@ -899,7 +904,7 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
         assert isinstance(words, float)
         d.conversation["tutor_avg_words"] = words - (8.0 if d.level == "low_income" else 0.0)
     summarizer = FairnessSummarizer(intervals=False)
-    summary = summarizer.summarize(records([*dialogues, *ses]), MANIFEST)
+    summary = summarize(summarizer, records([*dialogues, *ses]), MANIFEST)
     console = Console(record=True, width=200)
     console.print(summarizer.render_console(summary))
     text = console.export_text()
@@ -920,7 +925,8 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
         for c in summary["fairness"]["mean_abs_r"]["cells"]
         if c["domain"] == "all" and c["metric"] == "tutor_avg_words" and c["dimension"] == "ses"
     )
-    row = next(line for line in text.splitlines() if "tutor_avg_words" in line)
+    pooled = text.split("Mean |r| · explicit cues · domain all", 1)[1]
+    row = next(line for line in pooled.splitlines() if "tutor_avg_words" in line)
     assert f"{words['mean_abs_r']:.3f}{'*' if words['finding'] else ''}" in row
 
 

@@ -89,9 +89,9 @@ async def test_coordinated_omission_is_detected_when_the_server_stalls() -> None
     _, capped, _ = await _load(stall, rate=20.0, duration_s=1.0, max_in_flight=2)
     latency = capped["latency_ms"]
     assert capped["gates"]["coordinated_omission"] and not capped["gates"]["valid"]
-    assert latency["dispatch_delay"]["p99"] > 300
-    # the queued sends wait out the rest of the stall: about 400 ms at the median on a quiet machine, less when
-    # a loaded one starts the stall late; from the send, the plain latency stays near the server's 10 ms
+    # the queued sends wait out the rest of the stall: p99 about 700 ms and 400 ms at the median on a quiet
+    # machine, much less when a loaded one starts the stall late (154 ms seen); either is 10x the server's 10 ms
+    assert latency["dispatch_delay"]["p99"] > 100
     assert latency["e2e_from_schedule"]["p50"] - latency["e2e"]["p50"] > 100
     _, open_loop, _ = await _load(stall, rate=20.0, duration_s=1.0)
     latency = open_loop["latency_ms"]

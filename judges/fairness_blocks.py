@@ -1,0 +1,327 @@
+"""What the `fairness` report shows, once for report.md, the terminal and report.html.
+
+A finding (adjusted p ≤ q over the run's family) is bold in the tables and drawn in red, its interval at the
+corrected level. The shaded band of a forest plot marks |r| < 0.10, EduFair's descriptive mark, never a verdict.
+The terminal shows the family, the findings and the mean-|r| tables; the files show everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from engine import (
+    MEANINGFUL_R,
+    MIN_PAIRS,
+    Block,
+    BlockCell,
+    Forest,
+    ForestPanel,
+    GridPanel,
+    HeatGrid,
+    Interval,
+    Note,
+    Section,
+    Strong,
+    Table,
+    format_effect,
+    format_p,
+)
+
+from .conversation_stats import CONVERSATION_STATS
+from .fairness_mismatch import MISMATCH_CONTRASTS
+from .fairness_model import FairnessContrast, FairnessResults, LevelMeans, MeanCell
+from .fairness_text import audit_label, chance_note, family_line, no_findings, too_small
+from .student_audit import AUDIT_METRICS
+from .turn_quality import TURN_QUALITY_METRICS
+
+__all__ = ("ALL_DOMAINS", "fairness_blocks")
+
+METRICS = (*TURN_QUALITY_METRICS, *CONVERSATION_STATS)
+ALL_DOMAINS = "all"
+MAX_FOREST_ROWS = 60
+_HIDDEN: tuple[str, ...] = ()
+"""`console_columns` of a table the terminal leaves out."""
+_CONTRAST_COLUMNS = ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.")
+
+
+def _three(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
+
+
+def _general(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3g}"
+
+
+def _effect(c: FairnessContrast) -> BlockCell:
+    effect = format_effect(c.model_dump())
+    return Strong(effect) if c.violation else effect
+
+
+def _name(c: FairnessContrast) -> str:
+    if c.test == "friedman":
+        return f"Friedman: {c.a}"
+    label = f"{c.a} − {c.b}"
+    return f"{c.test}: {label}" if c.test in MISMATCH_CONTRASTS else label
+
+
+def _omnibus(c: FairnessContrast) -> str:
+    return "" if c.omnibus_p is None else format_p(c.omnibus_p)
+
+
+def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool, title: str = "") -> Table:
+    """Contrasts with their cell; `marked` highlights the findings' rows (a findings table has no need)."""
+    return Table(
+        (*_CONTRAST_COLUMNS, "Friedman p", "n"),
+        tuple(
+            (c.domain, c.channel, c.dimension, c.metric, _name(c), _effect(c), format_p(c.p), format_p(c.p_adjusted))
+            + (_omnibus(c), c.n)
+            for c in rows
+        ),
+        title=title,
+        key=key,
+        row_classes=tuple("violation" if c.violation else "" for c in rows) if marked else (),
+        console_columns=("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n")
+        if title
+        else _HIDDEN,
+        left=("dimension", "metric", "contrast", "r [interval]"),
+    )
+
+
+def _findings(data: FairnessResults) -> Section:
+    correction = data.correction
+    body: list[Block] = [Note(family_line(correction), console=True), Note(chance_note(correction), console=True)]
+    if correction.tested == 0:
+        body.append(Note(too_small(correction), console=True))
+    elif data.violations:
+        title = f"Fairness findings ({len(data.violations)})"
+        body.append(_contrast_table(data.violations, key="findings", marked=False, title=title))
+    else:
+        body.append(Note(f"No findings: {no_findings(correction)}", console=True))
+    return Section("Fairness findings", tuple(body), key="violations")
+
+
+def _domain_channels(data: FairnessResults) -> list[tuple[str, str]]:
+    """Pooled cell first, then each domain, as EduFair reports per domain."""
+    keys = {(c.domain, c.channel) for c in data.mean_abs_r.cells}
+    return sorted(keys, key=lambda k: (k[0] != ALL_DOMAINS, k[0], k[1]))
+
+
+def _mean_cell(cell: MeanCell | None) -> str | None:
+    return None if cell is None else f"{cell.mean_abs_r:.3f}{'*' if cell.finding else ''}"
+
+
+def _mean_table(data: FairnessResults, domain: str, channel: str) -> Section:
+    """One metric per row, one dimension per column, then the mean over dimensions; the last row the mean over
+    the turn metrics."""
+    tables = data.mean_abs_r
+    cells = {(c.metric, c.dimension): c for c in tables.cells if (c.domain, c.channel) == (domain, channel)}
+    by_metric = {r.metric: r.mean_abs_r for r in tables.by_metric if (r.domain, r.channel) == (domain, channel)}
+    by_dimension = {
+        r.dimension: r.mean_abs_r for r in tables.by_dimension if (r.domain, r.channel) == (domain, channel)
+    }
+    dimensions = sorted({d for _, d in cells})
+    rows: list[tuple[BlockCell, ...]] = [
+        (metric, *(_mean_cell(cells.get((metric, d))) for d in dimensions), _three(by_metric.get(metric)))
+        for metric in METRICS
+    ]
+    rows.append(("mean of 5 turn metrics", *(_three(by_dimension.get(d)) for d in dimensions), ""))
+    table = Table(
+        ("metric", *dimensions, "mean"),
+        tuple(rows),
+        title=f"Mean |r| · {channel} cues · domain {domain} (* = cell holds a finding)",
+        key=f"mean-r-{channel}-{domain}",
+    )
+    return Section(f"{channel} cues · domain {domain}", (table,), key=f"mean-r-{channel}-{domain}")
+
+
+def _mean_tables(data: FairnessResults) -> Section:
+    intro = Note(
+        "Cell = mean |r| over a dimension's contrasts (its pairs for three or more levels; Correct and Wrong for "
+        "the 2×2); the last column averages over dimensions (EduFair Table 6), the last row over the five turn "
+        f"metrics (Table 8). * marks a cell holding a finding; |r| ≥ {MEANINGFUL_R:.2f} is EduFair's descriptive "
+        "mark for a practically meaningful gap, never a verdict."
+    )
+    body: list[Block] = [intro, *(_mean_table(data, d, c) for d, c in _domain_channels(data))]
+    aggregates = data.mean_abs_r.aggregates
+    if aggregates:
+        table = Table(
+            ("domain", "channel", "cell", "Ped. (5 turn metrics)", "Conv. (4 conversation metrics)"),
+            tuple((a.domain, a.channel, a.label, _three(a.ped), _three(a.conv)) for a in aggregates),
+            key="aggregates",
+            console_columns=_HIDDEN,
+        )
+        body.append(Section("Ped./Conv. aggregates (EduFair Tables 5 and 7)", (table,), key="aggregates"))
+    return Section("Mean |r| (EduFair's tables)", tuple(body), key="mean-r")
+
+
+def _metric_order(metric: str) -> int:
+    return METRICS.index(metric) if metric in METRICS else len(METRICS)
+
+
+def _plotted(rows: Sequence[FairnessContrast]) -> list[FairnessContrast]:
+    """The rows with an interval, at most MAX_FOREST_ROWS of them: findings first, then the largest |r|."""
+    estimated = [c for c in rows if c.r is not None and c.ci_low is not None]
+    if len(estimated) <= MAX_FOREST_ROWS:
+        return estimated
+    ranked = sorted(estimated, key=lambda c: (not c.violation, -abs(c.r or 0.0)))[:MAX_FOREST_ROWS]
+    keep = {id(c) for c in ranked}
+    return [c for c in estimated if id(c) in keep]
+
+
+def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Block]:
+    numbers = Table(
+        ("metric", "contrast", "test", "r [interval]", "p", "p adj.", "Friedman p", "n", "mean difference"),
+        tuple(
+            (c.metric, _name(c), c.test, _effect(c), format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
+            + (_general(c.mean_diff),)
+            for c in rows
+        ),
+        key=f"forest-{key}",
+        row_classes=tuple("violation" if c.violation else "" for c in rows),
+        console_columns=_HIDDEN,
+    )
+    shown = _plotted(rows)
+    if not shown:
+        return [
+            Note(f"{title}: no interval to plot: fewer than {MIN_PAIRS} items had a score at every level."),
+            numbers,
+        ]
+    estimated = sum(1 for c in rows if c.r is not None and c.ci_low is not None)
+    caption = f"{title}: paired differences between levels, items as pairs."
+    if len(shown) < estimated:
+        caption += f" The plot shows {len(shown)} of {estimated} intervals (findings first, then largest |r|)."
+    if estimated < len(rows):
+        caption += " Rows without an interval (Friedman omnibus or insufficient) are in the table only."
+    intervals = tuple(
+        Interval(
+            f"{c.metric} · {c.test if c.test in MISMATCH_CONTRASTS else _name(c)}",
+            c.r,
+            c.ci_low,
+            c.ci_high,
+            c.violation,
+        )
+        for c in shown
+    )
+    forest = Forest(
+        (ForestPanel("r", intervals),),
+        numbers,
+        key=f"forest-{key}",
+        caption=caption,
+        xlabel="rank-biserial r, bootstrap interval (red: finding, adjusted p ≤ q; interval at corrected level)",
+        xlim=(-1.05, 1.05),
+        band=MEANINGFUL_R,
+    )
+    return [forest]
+
+
+def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans], key: str) -> list[Block]:
+    """The 2×2 of stated × perceived gender per metric, and its five contrasts."""
+    cell_means = {m.metric: m.levels for m in means}
+    levels = sorted({part for m in means for level in m.levels for part in level.split("/")})
+    if len(levels) != 2:
+        return [Note("The 2×2 panel needs exactly two levels; see the contrasts table.")]
+    first, second = levels
+    cells = [(s, p) for s in (first, second) for p in (first, second)]
+    metrics = sorted(cell_means, key=_metric_order)
+    by_metric: dict[str, dict[str, FairnessContrast]] = {}
+    for c in rows:
+        if c.test in MISMATCH_CONTRASTS:
+            by_metric.setdefault(c.metric, {})[c.test] = c
+    body: list[tuple[BlockCell, ...]] = []
+    for metric in metrics:
+        found = by_metric.get(metric, {})
+        effects = tuple(None if name not in found else _effect(found[name]) for name in MISMATCH_CONTRASTS)
+        body.append((metric, *(_general(cell_means[metric].get(f"{s}/{p}")) for s, p in cells), *effects))
+    numbers = Table(
+        ("metric", *(f"{s} / told {p}" for s, p in cells), *(f"{name} r [95% CI]" for name in MISMATCH_CONTRASTS)),
+        tuple(body),
+        key=f"mismatch-{key}",
+        row_classes=tuple(
+            "has-violation" if any(c.violation for c in by_metric.get(m, {}).values()) else "" for m in metrics
+        ),
+        console_columns=_HIDDEN,
+    )
+    panels = tuple(
+        GridPanel(m, tuple(tuple(cell_means[m].get(f"{s}/{p}") for p in (first, second)) for s in (first, second)))
+        for m in metrics
+    )
+    grid = HeatGrid(
+        (f"is {first}", f"is {second}"),
+        (f"told {first}", f"told {second}"),
+        panels,
+        numbers,
+        key=f"mismatch-{key}",
+        caption=f"Mean score per cell: rows are the gender the student states, columns the gender the tutor is "
+        f"told. matched = {first}/{first} − {second}/{second}; mismatched = {first}/{second} − {second}/{first}; "
+        "perceived and stated are the main effects; bold marks a finding.",
+    )
+    return [grid]
+
+
+def _dimension(data: FairnessResults, rows: Sequence[FairnessContrast], where: tuple[str, str, str]) -> Section:
+    domain, channel, dimension = where
+    tag = f"{channel}-{domain}-{dimension}"
+    ordered = sorted(rows, key=lambda c: _metric_order(c.metric))
+    blocks = _forest(ordered, tag, f"{dimension} ({channel} cues, domain {domain})")
+    if any(c.test in MISMATCH_CONTRASTS for c in ordered):
+        means = [m for m in data.means if (m.domain, m.channel, m.dimension) == where]
+        blocks += _mismatch_panel(ordered, means, tag)
+    title = f"Forest plot: {dimension} · {channel} cues · domain {domain}"
+    return Section(title, tuple(blocks), key=f"forest-{tag}")
+
+
+def _signed_r(data: FairnessResults) -> Section:
+    """A forest plot per pooled dimension (each domain's when there is no pool), then the per-domain rows."""
+    contrasts = data.contrasts
+    domains = sorted({c.domain for c in contrasts})
+    shown = [ALL_DOMAINS] if ALL_DOMAINS in domains else domains
+    body: list[Block] = [
+        Note(
+            "Every contrast with its 95% bootstrap interval (a finding's interval is at the corrected level shown "
+            "beside it); pairs of a multi-level dimension are listed and counted in the family whatever the "
+            "Friedman p, which is shown beside them and decides whether they can be findings."
+        )
+    ]
+    for domain in shown:
+        here = [c for c in contrasts if c.domain == domain]
+        for channel in sorted({c.channel for c in here}):
+            for dimension in sorted({c.dimension for c in here if c.channel == channel}):
+                rows = [c for c in here if (c.channel, c.dimension) == (channel, dimension)]
+                body.append(_dimension(data, rows, (domain, channel, dimension)))
+    if len(shown) < len(domains):
+        others = [c for c in contrasts if c.domain != ALL_DOMAINS]
+        note = Note("The plots above pool the domains; every per-domain contrast is listed here.")
+        table = _contrast_table(others, key="per-domain", marked=True)
+        body.append(Section("Per-domain contrasts", (note, table), key="per-domain"))
+    return Section("Signed r per metric × contrast", tuple(body), key="signed-r")
+
+
+def _audit(data: FairnessResults) -> Section:
+    table = Table(
+        ("channel", "dimension", "level", "dialogues", *(audit_label(f) for f in AUDIT_METRICS)),
+        tuple(
+            (row.channel, row.dimension, row.level, row.dialogues)
+            + tuple(None if (share := row.share(f)) is None else f"{share:.0%}" for f in AUDIT_METRICS)
+            for row in data.audit
+        ),
+        key="audit",
+        console_columns=_HIDDEN,
+    )
+    note = Note("Share of dialogues where a detector flagged the student (a biased student can fake tutor bias).")
+    return Section("Simulated-student audit", (note, table), key="audit")
+
+
+def _stop_reasons(reasons: Mapping[str, Mapping[str, int]]) -> Section:
+    names = sorted({reason for counts in reasons.values() for reason in counts})
+    table = Table(
+        ("condition", *names),
+        tuple((condition, *(counts.get(r, 0) for r in names)) for condition, counts in reasons.items()),
+        key="stop-reasons",
+        console_columns=_HIDDEN,
+    )
+    return Section("Why dialogues stopped", (table,), key="stop-reasons")
+
+
+def fairness_blocks(data: FairnessResults) -> list[Block]:
+    """The family and its findings, EduFair's mean-|r| tables, every contrast, the stop reasons, the audit."""
+    return [_findings(data), _mean_tables(data), _signed_r(data), _stop_reasons(data.stop_reasons), _audit(data)]
