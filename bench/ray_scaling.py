@@ -7,6 +7,8 @@ Run: the shipped crescendo scenario on the sim provider, `--episodes` episodes, 
 workers; the start-up (actors starting, importing the engine) is the time to the first record, the cost per
 episode the time from the first record to the last over the episodes in between. Every figure is a wall-clock
 time on a shared machine: run it on an idle one.
+Rate: the tutor on a loopback `simrun serve` at its own limit (a minute's window), budgeted at `--rate`
+requests/s, locally and on 2 Ray workers: the achieved rate over the middle half of the requests and the 429s.
 Run: `python -m bench.ray_scaling [--seeds 96] [--episodes 200] [--ray-address auto]`.
 """
 
@@ -86,11 +88,60 @@ def overhead(episodes: int, address: str | None) -> None:
             )
 
 
+async def _rate(per_second: float, workers: int, executor: str) -> tuple[float, int, int]:
+    """Achieved request rate in the middle of a run whose tutor is budgeted at `per_second`, with 429s and sent."""
+    import os
+
+    import anyio
+
+    from engine.tools._serve import LoopbackServer, ServeOptions
+
+    os.environ.setdefault("SIMRUN_BENCH_KEY", "sk-bench-not-a-real-key")
+    samples: list[tuple[float, int]] = []
+    async with LoopbackServer(ServeOptions(rpm=int(per_second * 60), window_s=60.0)) as server:
+        tutor = {"model": "openai/sim-tutor", "base_url": server.base_url, "api_key_env": "SIMRUN_BENCH_KEY"}
+        scenario = engine.load_scenario(
+            ROOT / "scenarios" / "crescendo.yaml",
+            overrides=["limit=96", "concurrency=64", "items.0.limit=20"],
+            models=[f"tutor={{model: {tutor['model']}, base_url: '{tutor['base_url']}', "
+                    f"api_key_env: {tutor['api_key_env']}, rpm: {per_second * 60}}}"],
+        ).model_copy(update={"executor": engine.ExecutorSpec(name=executor, workers=workers)})  # fmt: skip
+
+        async def sample() -> None:
+            while True:
+                samples.append((time.perf_counter(), server.stats.requests))
+                await anyio.sleep(0.25)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            async with anyio.create_task_group() as group:
+                group.start_soon(sample)
+                await engine.run(scenario, out=Path(tmp), probe=False)
+                group.cancel_scope.cancel()
+        stats = server.stats
+    total = samples[-1][1]
+    middle = [(t, n) for t, n in samples if 0.25 * total <= n <= 0.75 * total]
+    achieved = (middle[-1][1] - middle[0][1]) / (middle[-1][0] - middle[0][0]) if len(middle) > 1 else float("nan")
+    return achieved, stats.by_status.get(429, 0), stats.requests
+
+
+def rate(per_second: float) -> None:
+    import anyio
+
+    print(f"\nrate: the tutor budgeted at {per_second:g} requests/s against `simrun serve --rpm {per_second * 60:g}`")
+    for executor, workers in (("local", 1), ("ray", 2)):
+        achieved, limited, sent = anyio.run(_rate, per_second, workers, executor, backend="asyncio")
+        print(
+            f"  {executor}, {workers} worker(s)    {achieved:6.2f} requests/s in the middle half "
+            f"({achieved / per_second - 1:+.1%}), {limited} 429s of {sent}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=96)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--ray-address", default=None, help="a running cluster (auto, ray://HOST:PORT)")
+    parser.add_argument("--rate", type=float, default=20.0, help="tutor budget in requests/s for the rate check")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     from engine.runtime._ray import connect
@@ -98,6 +149,7 @@ def main() -> None:
     connect(args.ray_address)
     study(args.seeds, args.ray_address)
     overhead(args.episodes, args.ray_address)
+    rate(args.rate)
 
 
 if __name__ == "__main__":
