@@ -102,7 +102,7 @@ from .stats._paired import (
     paired_contrast,
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
-from .tools._calibrate import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
+from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, open_run, run, run_sync
 from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
 from .tools.loadtest._records import RequestRecord

@@ -16,7 +16,7 @@ from pathlib import Path
 import engine
 from engine.core._registry import load_plugins
 from engine.models._sim_tasks import SIM_TASKS
-from engine.tools._calibrate import LABEL_SOURCES
+from engine.tools._calibrate_labels import LABEL_SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_PACKAGES = ("agents", "judges", "personas")
@@ -50,8 +50,8 @@ GENERIC_WORDS = {
 # (file relative to engine/, word) → why it may stay. Keep this short and true.
 ALLOWED = {
     ("tools/loadtest/_generator.py", "persona"): "the load mode drives the persona student's sim behaviour as its load",
-    ("tools/_calibrate.py", "mrbench"): "CLI default of `simrun calibrate --source`; the label source is a plug-in",
-    ("tools/_embed.py", "cases"): "CLI default of `simrun embed --source`; the item source is a plug-in",
+    ("cli/_calibrate.py", "mrbench"): "CLI default of `simrun calibrate --source`; the label source is a plug-in",
+    ("cli/_embed.py", "cases"): "CLI default of `simrun embed --source`; the item source is a plug-in",
 }
 
 

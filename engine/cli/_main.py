@@ -56,10 +56,10 @@ class _RunByDefault(click.Group):
         "serve": "engine.tools._serve:serve_command",
         "loadtest": "engine.cli._loadtest:loadtest_command",
         "cache": "engine.models._cache:cache_group",
-        "calibrate": "engine.tools._calibrate:calibrate_command",
+        "calibrate": "engine.cli._calibrate:calibrate_command",
         "view": "engine.tools._view:view_command",
         "compare": "engine.tools._compare:compare_command",
-        "embed": "engine.tools._embed:embed_command",
+        "embed": "engine.cli._embed:embed_command",
         "runs": "engine.runtime._runs:runs_command",
     }
 

@@ -23,7 +23,7 @@ from engine.models._provider import ChatModel, ChatReply, ChatRequest
 from engine.models._wire import provider_error, read_embeddings
 from engine.scenario._spec import ModelSpec
 
-__all__ = ("OpenAIChatModel", "translated_errors")
+__all__ = ("OpenAIChatModel", "SdkSession", "translated_errors")
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
@@ -54,6 +54,36 @@ class OpenAIParams(BaseModel):
     extra_body: dict[str, Any] | None = None
 
 
+class SdkSession:
+    """The one place an `AsyncOpenAI` client is built: over its own httpx2 pool, the SDK's retries off.
+
+    The provider and the load tester's `sdk` transport both use it; a `lean` endpoint never builds one.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        api_key: str | None,
+        timeout_s: float,
+        max_connections: int,
+        keepalive: int = 100,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.http = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(timeout_s),
+            limits=httpx2.Limits(max_connections=max_connections, max_keepalive_connections=keepalive),
+            transport=transport,
+        )
+        self.client = openai.AsyncOpenAI(
+            api_key=api_key or "unused", base_url=base_url, max_retries=0, timeout=timeout_s, http_client=self.http
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+        await self.http.aclose()
+
+
 class OpenAIChatModel(ChatModel):
     """One `AsyncOpenAI` client per endpoint, with the SDK's retries off: the engine owns retrying."""
 
@@ -74,18 +104,14 @@ class OpenAIChatModel(ChatModel):
         self._lean = LeanChat(spec) if spec.transport == "lean" else None
         if self._lean is not None:
             return  # the lean transport is the only HTTP client: no SDK client is built beside it
-        self._http = httpx2.AsyncClient(
-            timeout=httpx2.Timeout(spec.timeout_s),
-            limits=httpx2.Limits(max_connections=spec.max_concurrency or 1000, max_keepalive_connections=100),
+        self._sdk = SdkSession(
+            spec.base_url,
+            api_key=os.environ.get(_key_variable(spec)),
+            timeout_s=spec.timeout_s,
+            max_connections=spec.max_concurrency or 1000,
             transport=transport,
         )
-        self._client = openai.AsyncOpenAI(
-            api_key=os.environ.get(_key_variable(spec)) or "unused",
-            base_url=spec.base_url,
-            max_retries=0,
-            timeout=spec.timeout_s,
-            http_client=self._http,
-        )
+        self._client = self._sdk.client
 
     @property
     def base_url(self) -> str:
@@ -153,8 +179,7 @@ class OpenAIChatModel(ChatModel):
         if self._lean is not None:
             await self._lean.aclose()
             return
-        await self._client.close()
-        await self._http.aclose()
+        await self._sdk.aclose()
 
 
 @contextmanager

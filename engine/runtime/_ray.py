@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,10 +27,11 @@ import structlog
 from engine.core._errors import ScenarioError
 from engine.core._records import EpisodeRecord
 from engine.models._client import CallStats
+from engine.models._endpoints import EndpointKey, endpoint_key, endpoint_limits, shared_throttle
 from engine.models._ray_budget import EndpointBudget, LeasedThrottle, endpoint_label
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario
-from engine.runtime._runner import Endpoint, Runner, _endpoint, endpoint_limits
+from engine.runtime._runner import Runner
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec
 
@@ -98,13 +99,11 @@ class _WorkerRunner(Runner):
         self.buffer = _EventBuffer()
         self._events = self.buffer
 
-    def _new_throttle(self, endpoint: Endpoint, sharing: list[ModelSpec]) -> Throttle:
-        limits = endpoint_limits(sharing)
-        if limits["max_in_flight"] is not None:  # a cluster-wide bound, split across the workers
-            limits["max_in_flight"] = math.ceil(limits["max_in_flight"] / self._workers)
+    def _new_throttle(self, endpoint: EndpointKey, sharing: Sequence[ModelSpec]) -> Throttle:
         budget = self._budgets.get(endpoint_label(endpoint))
-        if budget is None:
-            return Throttle(**limits)
+        if budget is None:  # no rate limits: only the in-flight bound, split across the workers
+            return shared_throttle(sharing, share=self._workers)
+        limits = endpoint_limits(sharing, share=self._workers)
         return LeasedThrottle(
             budget, endpoint[3], rpm=limits["rpm"], tpm=limits["tpm"], max_in_flight=limits["max_in_flight"]
         )
@@ -271,9 +270,9 @@ def worker_name(run_dir: Path, index: int, generation: int = 0) -> str:
 
 def _budget_actors(ray: ModuleType, runner: Runner) -> dict[str, Any]:
     """One budget actor per endpoint that has an RPM or TPM limit, shared by every worker."""
-    sharing: dict[Endpoint, list[ModelSpec]] = {}
+    sharing: dict[EndpointKey, list[ModelSpec]] = {}
     for _, spec in runner.built.models:
-        sharing.setdefault(_endpoint(spec), []).append(spec)
+        sharing.setdefault(endpoint_key(spec), []).append(spec)
     budgets: dict[str, Any] = {}
     actor = ray.remote(num_cpus=0)(EndpointBudget)
     for endpoint, specs in sharing.items():

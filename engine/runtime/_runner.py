@@ -8,13 +8,13 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
 import structlog
@@ -22,11 +22,11 @@ import structlog
 from engine.core._errors import ProviderError, ScenarioError
 from engine.core._events import HOST_LOG, Redactor, RunEvents
 from engine.core._records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
-from engine.models._breaker import Breaker, BreakerPolicy, ErrorLimit
-from engine.models._cache import ResponseCache, resolve_cache_path
+from engine.models._breaker import BreakerPolicy, ErrorLimit
+from engine.models._cache import resolve_cache_path
 from engine.models._client import CallStats, ModelClient
+from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, shared_throttle
 from engine.models._probe import ProbeFailed, probe_endpoints
-from engine.models._provider import PROVIDERS, ChatModel
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
 from engine.runtime._plugins import Agent, EpisodeContext, Judge
@@ -35,16 +35,13 @@ from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec, Scenario, key_variables
 
-__all__ = ("Endpoint", "EpisodeCallback", "RunResult", "Runner", "TurnCallback", "endpoint_limits")
+__all__ = ("EpisodeCallback", "RunResult", "Runner", "TurnCallback")
 
 log = HOST_LOG
 
 EpisodeCallback = Callable[[EpisodeRecord], Awaitable[None]]
 TurnCallback = Callable[[Episode, Turn], Awaitable[None]]
 Status = Literal["finished", "interrupted"]
-Endpoint = tuple[str, str | None, str | None, str]
-"""provider, base_url, api_key_env, model name: what one throttle, breaker and client are shared by."""
-T = TypeVar("T", int, float)
 
 
 @dataclass
@@ -336,50 +333,27 @@ class Runner:
                 self._episodes_scope.cancel()
 
     async def _open_clients(self, stack: AsyncExitStack) -> tuple[dict[str, ModelClient], list[ModelClient]]:
-        models: dict[Endpoint, ChatModel] = {}
-        throttles: dict[Endpoint, Throttle] = {}
-        cache = await ResponseCache.open(self.cache_path) if self.cache_path is not None else None
-        if cache is not None:
-            stack.push_async_callback(cache.aclose)
-
         roles = self.built.models
-        sharing: dict[Endpoint, list[ModelSpec]] = {}
-        for _, spec in roles:
-            sharing.setdefault(_endpoint(spec), []).append(spec)
-
-        breakers: dict[Endpoint, Breaker] = {}
-
-        def client(role: str, spec: ModelSpec) -> ModelClient:
-            key = _endpoint(spec)
-            if key not in models:
-                model = PROVIDERS.get(spec.provider)()(spec)
-                stack.push_async_callback(model.aclose)
-                models[key] = model
-                breakers[key] = Breaker(f"{role} {spec.model}", self._breaker_opened, self._breaker_policy)
-                throttles[key] = self._new_throttle(key, sharing[key])
-            return ModelClient(
-                role,
-                spec,
-                models[key],
-                throttles[key],
-                self.stats,
-                cache=cache,
+        endpoints = await stack.enter_async_context(
+            open_endpoints(
+                roles,
+                stats=self.stats,
+                cache_path=self.cache_path,
                 events=self._events,
-                breaker=breakers[key],
                 redactor=self.redactor,
+                breaker=BreakerSetup(self._breaker_policy, self._breaker_opened),
+                throttle=self._new_throttle,
             )
-
-        built = [(role, client(role, spec)) for role, spec in roles]
+        )
+        built = [(role, endpoints.client(role, spec)) for role, spec in roles]
         # What the probe calls: each endpoint once, by the first role that uses it (a custom tutor uses none).
         used = [(role, spec) for role, spec in roles if not (role == "tutor" and self._custom_tutor)]
-        self._endpoints = list(
-            {_endpoint(spec): (role, models[_endpoint(spec)]) for role, spec in reversed(used)}.values()
-        )
+        self._endpoints = endpoints.probe_targets(used)
         return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
 
-    def _new_throttle(self, endpoint: Endpoint, sharing: list[ModelSpec]) -> Throttle:
+    def _new_throttle(self, endpoint: EndpointKey, sharing: Sequence[ModelSpec]) -> Throttle:
         """The endpoint's throttle; a Ray worker's runner overrides it to spend the cluster's one budget."""
-        return Throttle(**endpoint_limits(sharing))
+        return shared_throttle(sharing)
 
     async def episode_player(self, stack: AsyncExitStack) -> Callable[[Episode], Awaitable[EpisodeRecord]]:
         """Open this run's clients on `stack` and return what plays one episode into its record, with no run
@@ -552,25 +526,6 @@ class Runner:
                 "updated_at": utc_now(),
             }
         )
-
-
-def _endpoint(spec: ModelSpec) -> Endpoint:
-    return (spec.provider, spec.base_url, spec.api_key_env, spec.name)
-
-
-def endpoint_limits(sharing: Iterable[ModelSpec]) -> dict[str, Any]:
-    """Roles on one endpoint share one budget: the strictest of their limits holds for all."""
-    same = list(sharing)
-    return {
-        "rpm": _strictest(s.rpm for s in same),
-        "tpm": _strictest(s.tpm for s in same),
-        "max_in_flight": _strictest(s.max_concurrency for s in same),
-    }
-
-
-def _strictest(limits: Iterable[T | None]) -> T | None:
-    present = [limit for limit in limits if limit is not None]
-    return min(present) if present else None
 
 
 def _unwrap(exc: Exception) -> Exception:

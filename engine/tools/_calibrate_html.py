@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from engine.report._page import render_page
 from engine.report._svg import Cell, new_figure, paragraph, plot, section, table
+from engine.tools._calibrate_report import proxy_notes, unmeasured_rows
 
 __all__ = ("render_calibration_html",)
 
@@ -151,39 +152,25 @@ def _groups(row: Mapping[str, Any], key: str) -> Markup:
     )
 
 
-def render_calibration_html(result: Mapping[str, Any]) -> str:
-    """The whole page, deterministic for the same result (no dates, seeded SVG ids)."""
-    title = f"Judge calibration: {result['label_set']} ({result['examples']} labelled responses)"
-    note = Markup("")
-    models = sorted({m for data in result["judges"].values() for m in data["models"]})
-    if any(str(m).startswith("sim/") for m in models):
-        note = paragraph(
-            Markup(
-                "<strong>Simulated verdicts.</strong> A judge model is simrun's <code>sim</code> provider, a "
-                "deterministic simulator, not a language model: these numbers test the pipeline, not a judge."
-            ),
-            css="sim-note",
-        )
+def _sim_note(models: Sequence[str]) -> Markup:
+    if not any(str(m).startswith("sim/") for m in models):
+        return Markup("")
+    return paragraph(
+        Markup(
+            "<strong>Simulated verdicts.</strong> A judge model is simrun's <code>sim</code> provider, a "
+            "deterministic simulator, not a language model: these numbers test the pipeline, not a judge."
+        ),
+        css="sim-note",
+    )
+
+
+def _agreement_section(result: Mapping[str, Any], models: Sequence[str]) -> Markup:
     calls = result.get("calls") or {}
     notes: list[Markup] = []
-    unmeasured = [
-        f"{name} · {row['dimension']}"
-        for name, data in result["judges"].items()
-        for row in data["dimensions"]
-        if not row["exact"]["n"]
-    ]
-    if unmeasured:
+    if unmeasured := unmeasured_rows(result):
         notes.append(paragraph("Not measured (no response had both labels): " + ", ".join(unmeasured), css="note"))
-    proxies = sorted(
-        {
-            f"{row['dimension']} ← {row['map']['metric']}: {row['proxy']}"
-            for data in result["judges"].values()
-            for row in data["dimensions"]
-            if row.get("proxy") and row.get("map")
-        }
-    )
-    notes += [paragraph(f"Proxy: {line}", css="note") for line in proxies]
-    agreement = section(
+    notes += [paragraph(f"Proxy: {line}", css="note") for line in proxy_notes(result)]
+    return section(
         "Agreement with the human labels",
         paragraph(
             "Accuracy, Cohen's κ (quadratic-weighted for ordinal scales), Krippendorff's α (ordinal where the "
@@ -195,6 +182,10 @@ def render_calibration_html(result: Mapping[str, Any]) -> str:
         *notes,
         key="agreement",
     )
+
+
+def _matrices(result: Mapping[str, Any]) -> list[Markup]:
+    """Per judge × measured dimension its confusion matrix (and author table); then the judge's failures."""
     matrices: list[Markup] = []
     for index, (name, data) in enumerate(result["judges"].items()):
         for number, row in enumerate(data["dimensions"]):
@@ -214,10 +205,19 @@ def render_calibration_html(result: Mapping[str, Any]) -> str:
                     css="note",
                 )
             )
+    return matrices
+
+
+def render_calibration_html(result: Mapping[str, Any]) -> str:
+    """The whole page, deterministic for the same result (no dates, seeded SVG ids)."""
+    title = f"Judge calibration: {result['label_set']} ({result['examples']} labelled responses)"
+    models = sorted({m for data in result["judges"].values() for m in data["models"]})
     body = (
-        note
-        + Markup('<section id="agreement"><h2>Agreement</h2>{}</section>').format(agreement)
-        + Markup('<section id="confusion"><h2>Confusion matrices</h2>{}</section>').format(Markup("").join(matrices))
+        _sim_note(models)
+        + Markup('<section id="agreement"><h2>Agreement</h2>{}</section>').format(_agreement_section(result, models))
+        + Markup('<section id="confusion"><h2>Confusion matrices</h2>{}</section>').format(
+            Markup("").join(_matrices(result))
+        )
     )
     return render_page(
         title=title, header=None, body=body, nav=[("agreement", "Agreement"), ("confusion", "Confusion matrices")]

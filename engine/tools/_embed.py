@@ -7,37 +7,35 @@ a provider. The vectors go to a JSON file `{id: [float, ...]}` — the file an i
 
 An item source offers texts by implementing `EmbeddableSource` (the `cases` and `tutorcasebench` sources do:
 what the tutor sees of each case), so the engine needs no knowledge of cases. Texts go to the provider's
-`embed()` in batches, under the endpoint's `Throttle` (the spec's `rpm`, `tpm`, `max_concurrency`), with the
-engine's retry policy (`engine.models._retry`: transient failures retried up to `max_retries` times, a `Retry-After`
-honoured for every batch) and the per-attempt `timeout_s`, through the same `retrying` loop `ModelClient` uses;
-`ModelClient` itself is not used, as its response cache and token accounting are for chat replies.
+`embed()` in batches, on the endpoint `engine.models._endpoints` opens, under its `Throttle` (the spec's `rpm`,
+`tpm`, `max_concurrency`), with the engine's retry policy (`engine.models._retry`: transient failures retried up
+to `max_retries` times, a `Retry-After` honoured for every batch) and the per-attempt `timeout_s`, through the
+same `retrying` loop `ModelClient` uses; `ModelClient` itself is not used, as its response cache and token
+accounting are for chat replies. The command itself is `engine.cli._embed`.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
-import click
 import orjson
 from pydantic import ValidationError
-from rich.console import Console
 
 from engine.core._errors import ProviderError, ProviderTimeout, ScenarioError, SimError
 from engine.core._text import word_count
+from engine.models._endpoints import open_endpoints, shared_throttle
 from engine.models._probe import probe_endpoints
 from engine.models._provider import PROVIDERS, ChatModel
 from engine.models._retry import retrying
 from engine.models._throttle import Throttle
 from engine.scenario._items import ITEM_SOURCES
-from engine.scenario._load import parse_model_override
 from engine.scenario._spec import ModelSpec
 
-__all__ = ("EmbeddableSource", "embed_all", "embed_command", "write_vectors")
+__all__ = ("EmbeddableSource", "check_embedding_model", "embed_all", "embed_with", "source_texts", "write_vectors")
 
 EMBED_ROLE = "embed"
 
@@ -67,10 +65,15 @@ async def _embed_batch(model: ChatModel, throttle: Throttle, texts: Sequence[str
     return await retrying(attempt, max_retries=spec.max_retries, hold=throttle.hold)
 
 
-async def embed_all(model: ChatModel, texts: Sequence[str], *, batch: int = 64) -> list[list[float]]:
-    """Every text's vector, in order; batches run concurrently up to the spec's `max_concurrency`."""
+async def embed_all(
+    model: ChatModel, texts: Sequence[str], *, batch: int = 64, throttle: Throttle | None = None
+) -> list[list[float]]:
+    """Every text's vector, in order; batches run concurrently up to the spec's `max_concurrency`.
+
+    `throttle` is the endpoint's (from `open_endpoints`); without one, the spec's limits get a throttle of their own.
+    """
     spec = model.spec
-    throttle = Throttle(rpm=spec.rpm, tpm=spec.tpm, max_in_flight=spec.max_concurrency)
+    throttle = throttle or shared_throttle([spec])
     starts = range(0, len(texts), batch)
     results: list[list[list[float]]] = [[] for _ in starts]
 
@@ -112,12 +115,8 @@ def write_vectors(path: Path, ids: Sequence[str], vectors: Sequence[Sequence[flo
         raise ScenarioError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _model_spec(text: str) -> ModelSpec:
-    data = parse_model_override(text, "--model")  # the bounded parser every --model goes through
-    try:
-        spec = ModelSpec.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError(f"--model {text!r}: not a model spec ({exc})") from None
+def check_embedding_model(spec: ModelSpec, shown: str) -> None:
+    """The provider's own checks (a key, known params) before anything runs; `shown` is how the user wrote it."""
     implementation = PROVIDERS.get(spec.provider)()
     implementation.check(spec, EMBED_ROLE)
     params = implementation.params_model(spec)
@@ -125,56 +124,32 @@ def _model_spec(text: str) -> ModelSpec:
         try:
             params.model_validate(spec.params)
         except ValidationError as exc:
-            raise ScenarioError(f"--model {text!r}: bad params ({exc})") from None
-    return spec
+            raise ScenarioError(f"--model {shown!r}: bad params ({exc})") from None
 
 
-async def _embed(spec: ModelSpec, texts: Sequence[str], batch: int, probe: bool = True) -> list[list[float]]:
-    model = PROVIDERS.get(spec.provider)()(spec)
-    try:
-        if probe:  # a wrong URL or key is a message in seconds, not a minute of retries
-            await probe_endpoints([(EMBED_ROLE, model)])
-        return await embed_all(model, texts, batch=batch)
-    finally:
-        await model.aclose()
-
-
-@click.command(name="embed")
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--source", default="cases", show_default=True, help="Item source that reads PATH.")
-@click.option(
-    "--model",
-    "model_text",
-    required=True,
-    metavar="SPEC",
-    help="Embedding model: provider/model (sim/embed, openai/text-embedding-3-small) or a YAML model spec, "
-    "e.g. '{model: openai/nomic-embed-text, base_url: http://localhost:11434/v1, transport: lean}'.",
-)
-@click.option("--batch", type=click.IntRange(1, 2048), default=64, show_default=True, help="Texts per request.")
-@click.option(
-    "-o", "--out", type=click.Path(path_type=Path, dir_okay=False), required=True, help="The vectors file to write."
-)
-@click.option("--no-probe", is_flag=True, help="Skip the one cheap call made to the endpoint before embedding.")
-def embed_command(path: Path, source: str, model_text: str, batch: int, out: Path, no_probe: bool) -> int:
-    """Embed the texts of the items in PATH and write {id: vector} to OUT, for `retrieval: embeddings`."""
-    spec = _model_spec(model_text)
+def source_texts(source: str, path: Path) -> dict[str, str]:
+    """The texts item source `source` offers for the items in `path`, by item id."""
     reader = ITEM_SOURCES.get(source)
     if not isinstance(reader, EmbeddableSource):
         raise ScenarioError(f"item source {source!r} offers no texts to embed")
     texts = reader.retrieval_texts(path, {})
     if not texts:
         raise ScenarioError(f"{path}: no texts to embed")
-    started = time.perf_counter()
+    return texts
+
+
+async def _embed(spec: ModelSpec, texts: Sequence[str], batch: int, probe: bool = True) -> list[list[float]]:
+    roles = [(EMBED_ROLE, spec)]
+    async with open_endpoints(roles) as endpoints:
+        if probe:  # a wrong URL or key is a message in seconds, not a minute of retries
+            await probe_endpoints(endpoints.probe_targets(roles))
+        endpoint = endpoints[spec]
+        return await embed_all(endpoint.model, texts, batch=batch, throttle=endpoint.throttle)
+
+
+def embed_with(spec: ModelSpec, texts: Sequence[str], *, batch: int = 64, probe: bool = True) -> list[list[float]]:
+    """`embed_all` on `spec`'s endpoint from synchronous code; a final provider failure is a user-facing error."""
     try:
-        vectors = anyio.run(_embed, spec, list(texts.values()), batch, not no_probe, backend="asyncio")
+        return anyio.run(_embed, spec, list(texts), batch, probe, backend="asyncio")
     except ProviderError as exc:
         raise ScenarioError(f"embedding failed: {exc}") from None
-    write_vectors(out, list(texts), vectors)
-    console = Console(soft_wrap=True)
-    console.print(
-        f"wrote {len(vectors)} vectors of {len(vectors[0])} dimensions from {spec.model} to {out} "
-        f"in {time.perf_counter() - started:.2f}s"
-    )
-    if spec.provider == "sim":
-        console.print("[dim]sim/embed hashes words and character trigrams: it is not a language model.[/]")
-    return 0

@@ -23,6 +23,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from engine.core._errors import ProviderError
+from engine.models._endpoints import open_model
 from engine.models._provider import ChatRequest, RequestContext
 from engine.models._retry import classify, retry_delay
 from engine.models._sim import SimChatModel
@@ -88,7 +89,9 @@ class Generator:
         self.records: list[RequestRecord] = []
         self.health = Health(worker=worker)
         self._start = start
-        self._student = SimChatModel(ModelSpec(model="sim/student"))
+        student = open_model(ModelSpec(model="sim/student"))
+        assert isinstance(student, SimChatModel)  # its `reply_text` answers at once, with no await
+        self._student = student
         cap = config.max_in_flight
         self._limiter = anyio.CapacityLimiter(cap // workers + (worker < cap % workers)) if cap else None
         quota = config.max_requests

@@ -7,17 +7,15 @@ here retries: in load mode a 429 is an outcome, and retries (when configured) ar
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import aiohttp
-import httpx2
-import openai
 
 from engine.core._errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited
+from engine.models._endpoints import open_http
 from engine.models._lean import LeanSession
-from engine.models._openai import translated_errors
+from engine.models._openai import SdkSession, translated_errors
 from engine.models._wire import (
     STREAM_END,
     chat_body,
@@ -75,9 +73,8 @@ def _request_fields(config: LoadConfig) -> dict[str, Any]:
 class LeanLoad:
     """aiohttp + orjson; a stream is read line by line and each `data:` event parsed once."""
 
-    def __init__(self, config: LoadConfig, connections: int) -> None:
-        key = os.environ.get(config.api_key_env or "OPENAI_API_KEY")
-        self.http = LeanSession(config.target, api_key=key, timeout_s=config.timeout_s, max_connections=connections)
+    def __init__(self, config: LoadConfig, http: LeanSession) -> None:
+        self.http = http
         self._fields = _request_fields(config)
         self._model = config.model
 
@@ -139,15 +136,9 @@ class LeanLoad:
 class SdkLoad:
     """The openai SDK (httpx2), retries off: for comparison with the lean path and for SDK-only features."""
 
-    def __init__(self, config: LoadConfig, connections: int) -> None:
-        self._http = httpx2.AsyncClient(
-            timeout=httpx2.Timeout(config.timeout_s),
-            limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
-        )
-        key = os.environ.get(config.api_key_env or "OPENAI_API_KEY") or "unused"
-        self._client = openai.AsyncOpenAI(
-            api_key=key, base_url=config.target, max_retries=0, timeout=config.timeout_s, http_client=self._http
-        )
+    def __init__(self, config: LoadConfig, http: SdkSession) -> None:
+        self._sdk = http
+        self._client = http.client
         self._fields = _request_fields(config)
         self._model = config.model
 
@@ -188,9 +179,17 @@ class SdkLoad:
             return exc
 
     async def aclose(self) -> None:
-        await self._client.close()
-        await self._http.aclose()
+        await self._sdk.aclose()
 
 
 def open_transport(config: LoadConfig, connections: int) -> LoadTransport:
-    return LeanLoad(config, connections) if config.transport == "lean" else SdkLoad(config, connections)
+    """The target's HTTP client from the one place that builds it (`open_http`), under the timed sender."""
+    http = open_http(
+        config.transport,
+        config.target,
+        api_key_env=config.api_key_env,
+        timeout_s=config.timeout_s,
+        max_connections=connections,
+        keepalive=connections,
+    )
+    return LeanLoad(config, http) if isinstance(http, LeanSession) else SdkLoad(config, http)
