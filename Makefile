@@ -1,5 +1,6 @@
 # Two commands do all the set-up: `make run` installs simrun with its runtime dependencies into .venv and runs a
 # scenario; `make test` adds the dev extra (pytest, mypy, ruff, hypothesis, playwright) and runs the checks.
+# `make test EXTRAS=dev,ray` (what CI runs) also installs Ray, so the tests marked `ray` run instead of skipping.
 # pip's own output is kept, so every package shows as it is collected and installed.
 PY ?= python3
 VENV := .venv
@@ -7,7 +8,9 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --progress-bar on
 SCENARIO ?= scenarios/crescendo.yaml
 RUNTIME := $(VENV)/.simrun-runtime
-DEV := $(VENV)/.simrun-dev
+EXTRAS ?= dev
+comma := ,
+DEV := $(VENV)/.simrun-$(subst $(comma),-,$(EXTRAS))
 
 .PHONY: install install-dev run test lint bench clean
 
@@ -22,8 +25,8 @@ $(RUNTIME): pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(DEV): $(RUNTIME)
-	@echo "==> [3/3] installing the dev extra: pytest, hypothesis, mypy, ruff, playwright"
-	$(PIP) -e '.[dev]'
+	@echo "==> [3/3] installing the extras $(EXTRAS): pytest, hypothesis, mypy, ruff, playwright (dev), Ray (ray)"
+	$(PIP) -e '.[$(EXTRAS)]'
 	@touch $@
 
 install: $(RUNTIME)

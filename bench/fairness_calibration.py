@@ -15,7 +15,9 @@ Printed: for each design and item count, the share of null runs with any finding
 `--correction` chosen, at q = 0.05 must stay ≤ 5% within Monte-Carlo error), and the power to find a leak
 bias planted on one level at three sizes; then the null rate of the three shipped scenarios at their shipped
 size. A plot goes to `--plot`. Run:
-`python bench/fairness_calibration.py [--seeds 200] [--items 20 50] [--effects 0.1 0.2 0.3] [--correction holm]`.
+`python bench/fairness_calibration.py [--seeds 200] [--items 20 50] [--effects 0.1 0.2 0.3] [--correction holm]`;
+with `--executor ray [--ray-address auto]` the seeds of each arm run on Ray workers (`engine.fan_out`), with the
+same figures: every seed is derived from its arm and index, wherever it runs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -233,6 +236,16 @@ def run_seed(arm: str, k: int) -> int:
     return engine.derive_seed(20261201, arm, k)
 
 
+def trial(prepared: Prepared, arm: str, design: Design | None, bias: float, k: int) -> tuple[int, bool]:
+    """One simulated run of an arm: its family size, and whether it found the planted effect (or, under the
+    null, anything). A module-level function, so `engine.fan_out` can send it to Ray workers."""
+    planted = design.planted if design is not None else None
+    result = analyse(prepared, seed=run_seed(arm, k), planted=planted, bias=bias)
+    findings = result["violations"]
+    hit = any(design.target(c) for c in findings) if bias and design is not None else bool(findings)
+    return int(result["correction"]["family_size"]), hit
+
+
 def wilson(hits: int, n: int) -> tuple[float, float]:
     from scipy.stats import binomtest
 
@@ -255,7 +268,10 @@ def main() -> None:
     parser.add_argument("--correction", choices=("bh", "holm", "bonferroni", "none"), default="bh")
     parser.add_argument("--engine-check", type=int, default=0, help="also run N real sim runs to compare with")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "fairness_power.png")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="ray: seeds on Ray workers")
+    parser.add_argument("--ray-address", default=None, help="Ray cluster to join (auto, ray://HOST:PORT)")
     args = parser.parse_args()
+    fan = partial(engine.fan_out, executor=args.executor, address=args.ray_address)
     started = time.perf_counter()
     print(f"seeds per arm {args.seeds}; {args.correction} at q = 0.05 over each run's family; Wilson 95% intervals")
     correction = (f"design.analysis.correction={args.correction}",)
@@ -269,18 +285,15 @@ def main() -> None:
             family = 0
             for bias in (0.0, *args.effects):
                 arm = f"{design.name}|{n}|{bias}"
-                hits = 0
-                for k in range(args.seeds):
-                    result = analyse(prepared, seed=run_seed(arm, k), planted=design.planted, bias=bias)
-                    family = result["correction"]["family_size"]
-                    findings = result["violations"]
-                    hits += any(design.target(c) for c in findings) if bias else bool(findings)
+                trials = fan(partial(trial, prepared, arm, design, bias), range(args.seeds))
+                family = trials[-1][0]
+                hits = sum(hit for _, hit in trials)
                 label = "null, any finding" if bias == 0 else "power on the planted contrast"
                 print(f"{design.name:36} {n:5d} {family:6d} {bias:5.2f}  {share(hits, args.seeds)}  {label}")
                 curves.setdefault((design.name, n), []).append((bias, hits / args.seeds))
     shipped = args.shipped_seeds if args.shipped_seeds is not None else args.seeds
     for scenario_file in SHIPPED if shipped > 0 else ():
-        null_of_shipped(scenario_file, shipped, correction)
+        null_of_shipped(scenario_file, shipped, correction, fan)
     if args.engine_check:
         engine_check(args.engine_check)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
@@ -339,15 +352,14 @@ def engine_check(runs: int) -> None:
     )
 
 
-def null_of_shipped(scenario_file: str, seeds: int, overrides: Sequence[str] = ()) -> None:
+def null_of_shipped(
+    scenario_file: str, seeds: int, overrides: Sequence[str] = (), fan: Callable[..., Any] = engine.fan_out
+) -> None:
     """The shipped scenario exactly as shipped, no bias: the share of runs with any finding."""
     print(f"shipped {scenario_file} (3 domains x 20 items and the pooled cell), no bias, {seeds} seeds: ", end="")
     prepared = prepare(scenario_file, overrides, None)
-    hits, family = 0, 0
-    for k in range(seeds):
-        result = analyse(prepared, seed=run_seed(scenario_file, k), planted=None, bias=0.0)
-        family = result["correction"]["family_size"]
-        hits += bool(result["violations"])
+    trials = fan(partial(trial, prepared, scenario_file, None, 0.0), range(seeds))
+    family, hits = (trials[-1][0] if trials else 0), sum(hit for _, hit in trials)
     print(f"family {family}, any finding {share(hits, seeds)}")
 
 

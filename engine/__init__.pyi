@@ -57,6 +57,7 @@ from .report._survival import Curve, CurvePoint, Survival
 from .report._svg import Cell, new_figure, paragraph, plot, section, table
 from .runtime._build import BuiltScenario, build, load_built, preflight
 from .runtime._checks import build_scenario, check_scenario, load_scenario
+from .runtime._fan_out import fan_out
 from .runtime._plugins import (
     JUDGES,
     PROTOCOLS,
@@ -80,6 +81,7 @@ from .scenario._load import apply_overrides
 from .scenario._plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
 from .scenario._spec import (
     DesignSpec,
+    ExecutorSpec,
     ItemSourceSpec,
     JudgeSpec,
     ModelSpec,
@@ -133,6 +135,7 @@ __all__ = [
     "DESIGNS",
     "Design",
     "DesignSpec",
+    "ExecutorSpec",
     "DialogueProtocol",
     "Dimension",
     "Dot",
@@ -228,6 +231,7 @@ __all__ = [
     "detectable_r",
     "difference_contrast",
     "discrete_hazard",
+    "fan_out",
     "format_effect",
     "format_number",
     "format_p",

@@ -47,3 +47,12 @@ def bank(tmp_path: Path) -> Path:
 def small_scenario(tmp_path: Path, bank: Path) -> dict[str, Any]:
     """Plain data for a small crescendo scenario on the sim provider, relative to `tmp_path`."""
     return scenario_data(bank.name)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """One local Ray cluster of 2 CPUs for the whole session (starting one takes seconds); skips without ray."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'simrun[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    yield ray
+    ray.shutdown()

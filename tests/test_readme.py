@@ -1,18 +1,21 @@
-"""Every command in the README's shell blocks runs, so an example cannot break silently.
+"""Every command in the README's and the docs/ pages' shell blocks runs, so an example cannot break silently.
 
-The fenced `bash`/`sh`/`shell`/`console` blocks are parsed into commands (comments dropped, `\\` lines
-joined). RULES says how each form is run: as written when it is bounded, with `--dry-run` when it needs a
-paid endpoint, on a few episodes when it is a full offline run, for a second against a loopback
-`simrun serve` when it is a load test, or started, asked once and stopped when it serves. A command no rule
-covers fails, and so does any shell composition (`|`, `&&`, `;`, redirection): a README line is one command.
-The commands run in a scratch folder holding copies of scenarios/ and personas/, with HOME there too, so
-nothing touches the checkout or the user's cache. Python blocks are executed (the library example) or
-compiled (fragments). A failure names its README line.
+The fenced `bash`/`sh`/`shell`/`console` blocks of README.md and of every docs/*.md page are parsed into
+commands (comments dropped, `\\` lines joined). RULES says how each form is run: as written when it is
+bounded, with `--dry-run` when it needs a paid endpoint, on a few episodes when it is a full offline run,
+for a second against a loopback `simrun serve` when it is a load test, or started, asked once and stopped
+when it serves. A command no rule covers fails, and so does any shell composition (`|`, `&&`, `;`,
+redirection): a line is one command. The commands run in a scratch folder holding copies of scenarios/ and
+personas/, with HOME there too, so nothing touches the checkout or the user's cache. Python blocks that run
+a scenario are executed (the library example); the others are compiled and their imports executed, so a
+renamed module fails. A failure names its page and line. The pages' links and the repository paths and
+engine names they cite must resolve, every docs page is linked from the README, and the README stays short.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import re
 import shlex
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+import yaml
 from anyio.from_thread import start_blocking_portal
 
 from engine.cli._main import main
@@ -33,9 +37,13 @@ from engine.tools._serve import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = (README, *sorted(DOCS.glob("*.md")))
+"""Every page whose shell blocks run: the README and each docs/ page."""
+README_MAX_LINES = 300
 SHELLS = {"bash", "sh", "shell", "console"}
 LIMIT = "6"
-"""Episodes run by a full offline run's README command."""
+"""Episodes run by a full offline run's command."""
 LOAD_SECONDS = "0.5"
 SHELL_SYNTAX = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "&"}
 
@@ -63,22 +71,27 @@ RULES = (
 
 @dataclass(frozen=True)
 class Command:
+    page: str
     line: int
     text: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
-    """Variables the README exported before this command."""
+    """Variables the page exported before this command."""
 
     @property
     def rule(self) -> Rule | None:
         return next((rule for rule in RULES if re.search(rule.pattern, self.text)), None)
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}: `{self.text}`"
+        return f"{self.page}:{self.line}: `{self.text}`"
 
 
-def shell_commands(text: str) -> list[Command]:
-    """The commands of the fenced shell blocks, each with the README line it starts on."""
+def page_name(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def shell_commands(text: str, page: str = "README.md") -> list[Command]:
+    """The commands of the fenced shell blocks, each with the page line it starts on."""
     commands: list[Command] = []
     env: dict[str, str] = {}
     fence: str | None = None
@@ -98,7 +111,7 @@ def shell_commands(text: str) -> list[Command]:
         argv = shlex.split(joined, comments=True)
         if not argv:
             continue
-        command = Command(start, shlex.join(argv), tuple(argv), dict(env))
+        command = Command(page, start, shlex.join(argv), tuple(argv), dict(env))
         commands.append(command)
         if command.rule is not None and command.rule.how == "env":
             name, _, _ = argv[1].partition("=")
@@ -119,7 +132,15 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
     return blocks
 
 
-COMMANDS = shell_commands(README.read_text(encoding="utf-8"))
+COMMANDS = [command for path in PAGES for command in shell_commands(path.read_text(encoding="utf-8"), page_name(path))]
+FIRST: dict[str, Command] = {}
+for _command in COMMANDS:
+    FIRST.setdefault(_command.text, _command)
+"""Where each distinct command first appears. A server or load test another page repeats (the README and its
+docs page) runs once: it reads no run directory, so the second run would prove nothing new."""
+PYTHON_BLOCKS = [
+    (page_name(path), line, code) for path in PAGES for line, code in python_blocks(path.read_text(encoding="utf-8"))
+]
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +215,7 @@ def _ask_and_stop(command: Command, process: subprocess.Popen[str]) -> None:
             process.wait()
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"L{c.line}:{c.text[:48]}")
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.page}:L{c.line}:{c.text[:40]}")
 def test_readme_command_runs(
     command: Command,
     workspace: Path,
@@ -204,9 +225,12 @@ def test_readme_command_runs(
 ) -> None:
     rule = command.rule
     assert not SHELL_SYNTAX & set(command.argv), f"{command}: one command per line, no shell pipes or chains"
-    assert rule is not None, f"{command}: no rule in tests/test_readme.py says how to run this README command"
+    assert rule is not None, f"{command}: no rule in tests/test_readme.py says how to run this command"
     if rule.how in ("skip", "env"):
         pytest.skip(f"{command}: {rule.why}")
+    first = FIRST[command.text]
+    if first is not command and rule.how in ("serve", "load"):
+        pytest.skip(f"{command}: the same command runs for {first.page}:{first.line}")
     monkeypatch.chdir(workspace)
     monkeypatch.setenv("HOME", str(workspace))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -237,25 +261,142 @@ def test_readme_command_runs(
 
 
 def test_every_rule_is_used() -> None:
-    """A rule no README command needs any more is dead weight."""
+    """A rule no page's command needs any more is dead weight."""
     used = {command.rule for command in COMMANDS}
     assert [rule.pattern for rule in RULES if rule not in used] == []
 
 
-@pytest.mark.parametrize(("line", "code"), python_blocks(README.read_text(encoding="utf-8")), ids=lambda v: str(v)[:8])
-def test_readme_python_blocks(
+def _runs_a_scenario(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "engine"
+        and node.attr in ("run", "run_sync", "open_run")
+        for node in ast.walk(tree)
+    )
+
+
+@pytest.mark.parametrize(("page", "line", "code"), PYTHON_BLOCKS, ids=lambda v: str(v)[:16])
+def test_python_blocks(
+    page: str,
     line: int,
     code: str,
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """A block that imports `engine` and runs a scenario is executed; a fragment (with `...`) is compiled."""
-    compiled = compile(code, f"README.md:{line}", "exec")
-    if any(isinstance(node, ast.Constant) and node.value is Ellipsis for node in ast.walk(ast.parse(code))):
+    """A whole example that runs a scenario (`engine.run_sync`, `open_run`, `run`) is executed. Any other block,
+    a fragment with `...` or one that needs more than the sim (a cluster, a paid key), is compiled and its
+    imports are run, so a block naming a module or name that no longer exists fails."""
+    compiled = compile(code, f"{page}:{line}", "exec")
+    tree = ast.parse(code)
+    fragment = any(isinstance(node, ast.Constant) and node.value is Ellipsis for node in ast.walk(tree))
+    if fragment or not _runs_a_scenario(tree):
+        imports: list[ast.stmt] = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+        exec(compile(ast.Module(body=imports, type_ignores=[]), f"{page}:{line}", "exec"), {})
         return
     monkeypatch.chdir(workspace)
     exec(compiled, {"__name__": "__readme__"})
     printed = capfd.readouterr().out
-    assert printed.strip(), f"README.md:{line}: the example printed nothing"
-    assert "run.started" not in printed, f"README.md:{line}: the library wrote log lines to stdout"
+    assert printed.strip(), f"{page}:{line}: the example printed nothing"
+    assert "run.started" not in printed, f"{page}:{line}: the library wrote log lines to stdout"
+
+
+def test_readme_is_short() -> None:
+    """The README says what simrun is and where to read on; the rest lives in docs/."""
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move material to a docs/ page"
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+REPO_PATH = re.compile(r"`((?:engine|agents|judges|personas|tests|bench|scenarios|docs)/[\w./-]*[\w/])`")
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    fence = False
+    found: set[str] = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        fence ^= line.startswith("```")
+        if not fence and line.startswith("#"):
+            heading = line.lstrip("#").strip().lower().replace("`", "")
+            found.add(re.sub(r"[^\w\- ]", "", heading).replace(" ", "-"))
+    return found
+
+
+def links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return [target for target in LINK.findall(text) if not re.match(r"[a-z]+:", target)]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=page_name)
+def test_links_resolve(path: Path) -> None:
+    """Every relative link of a page names a file that exists, and an anchor a heading of that file."""
+    broken = []
+    for target in links(path):
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path
+        if not resolved.exists() or (anchor and resolved.suffix == ".md" and anchor not in anchors(resolved)):
+            broken.append(target)
+    assert broken == [], f"{page_name(path)}: broken links {broken}"
+
+
+@pytest.mark.parametrize("path", PAGES, ids=page_name)
+def test_cited_paths_exist(path: Path) -> None:
+    """A file or folder a page names in backticks (`engine/run/_runner.py`, `tests/test_toy_kind.py`) exists."""
+    text = path.read_text(encoding="utf-8")
+    missing = sorted({p for p in REPO_PATH.findall(text) if "<" not in p and not (ROOT / p).exists()})
+    assert missing == [], f"{page_name(path)} cites paths that do not exist: {missing}"
+
+
+DOTTED = re.compile(r"`(engine(?:\.\w+)+)[`(]")
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", PAGES, ids=page_name)
+def test_cited_engine_names_exist(path: Path) -> None:
+    """A dotted engine name a page cites (`engine.stats.clustered_rate`) can be imported as written."""
+    missing = sorted({name for name in DOTTED.findall(path.read_text(encoding="utf-8")) if not _resolves(name)})
+    assert missing == [], f"{page_name(path)} cites engine names that do not exist: {missing}"
+
+
+def test_readme_links_every_docs_page_and_each_links_back() -> None:
+    """No docs/ page is an orphan: the README links each one, and each one links back to the README."""
+    linked = {(README.parent / target.partition("#")[0]).resolve() for target in links(README)}
+    assert [page_name(p) for p in PAGES[1:] if p.resolve() not in linked] == []
+    for page in PAGES[1:]:
+        assert any(t.partition("#")[0] == "../README.md" for t in links(page)), f"{page_name(page)}: no link back"
+
+
+def _fenced(path: Path, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", path.read_text(encoding="utf-8"), flags=re.DOTALL | re.MULTILINE)
+
+
+def test_the_new_kind_example_is_the_toy_kind_test() -> None:
+    """docs/extending.md shows the plug-in and the scenario `tests/test_toy_kind.py` installs and runs, unchanged."""
+    from tests.test_toy_kind import TOY_PLUGIN
+
+    page = DOCS / "extending.md"
+    shown = [ast.dump(ast.parse(block)) for block in _fenced(page, "python")]
+    assert ast.dump(ast.parse(TOY_PLUGIN)) in shown, "docs/extending.md no longer shows the toy kind's module"
+    source = ast.parse((ROOT / "tests" / "test_toy_kind.py").read_text(encoding="utf-8"))
+    (scenario,) = [
+        ast.literal_eval(node.value)
+        for node in ast.walk(source)
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["scenario"]
+    ]
+    assert scenario in [yaml.safe_load(block) for block in _fenced(page, "yaml")]

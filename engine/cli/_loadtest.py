@@ -36,6 +36,7 @@ _FLAGS = {
     "arrival": None, "rate": None, "concurrency": None, "max_in_flight": None, "turns": None,
     "think_time_s": None, "duration_s": None, "max_requests": None, "warmup_s": None, "grace_s": None,
     "timeout_s": None, "retries": None, "workers": None, "seed": None, "items": None, "name": None,
+    "executor": None, "ray_address": None,
 }  # fmt: skip
 _SLO_FLAGS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
@@ -109,6 +110,8 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> l
 @click.option("--slo-e2e-ms", type=float, help="SLO on end-to-end latency.")
 @click.option("--sweep", callback=_rates, help="Step through these rates until the SLOs break, e.g. 1,2,4,8.")
 @click.option("--workers", type=click.IntRange(min=1, max=64), help="Client processes.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), help="Workers as local processes or Ray actors.")
+@click.option("--ray-address", metavar="auto|ray://HOST:PORT", help="Ray cluster to join (default: start one here).")
 @click.option("--seed", type=int, help="Seed of arrivals, think times and the simulated students.")
 @click.option("--items", type=click.Path(path_type=Path, dir_okay=False), help="Item bank the students ask about.")
 @click.option("--name", help="Name of the run folder.")
@@ -116,6 +119,10 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> l
 def loadtest_command(config: Path | None, out: Path, **flags: Any) -> int:
     """Drive simulated students' conversations against an OpenAI-compatible endpoint and measure it."""
     settings = build_config(config, flags)
+    if settings.executor == "ray":
+        from engine.runtime._ray import require_ray
+
+        require_ray()  # exit 2 saying how to install, before any run folder exists
     console = Console()
     console.print(Text(f"load test {settings.name}: {_shape(settings)} → {settings.target} ({settings.model}), "
                        f"transport {settings.transport}, {settings.workers} worker(s)"))  # fmt: skip

@@ -7,6 +7,7 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 from __future__ import annotations
 
 import importlib
+import json
 import shlex
 from collections.abc import Sequence
 from functools import partial
@@ -149,9 +150,11 @@ def _load(
     seed: int | None = None,
     concurrency: int | None = None,
     max_episodes: int | None = None,
+    executor: dict[str, str | int | None] | None = None,
 ) -> BuiltScenario:
-    flags = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
-    extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
+    flags: dict[str, object] = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
+    flags |= {f"executor.{key}": value for key, value in (executor or {}).items()}
+    extra = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
     return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
 
 
@@ -189,6 +192,17 @@ def _load(
     metavar="N|P%",
     help="Stop once N episodes (or P% of the plan) are recorded as errors; resume with --retry-errors.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    help="Where episodes are played: this process (default) or Ray actors (needs simrun[ray]).",
+)
+@click.option("--ray-address", metavar="auto|ray://HOST:PORT", help="Ray cluster to join (implies --executor ray).")
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(min=1),
+    help="Ray worker actors (default: one per cluster CPU; implies --executor ray).",
+)
 def run(
     scenario: Path,
     out: Path,
@@ -207,6 +221,9 @@ def run(
     retry_errors: bool,
     no_probe: bool,
     max_errors: str | None,
+    executor: str | None,
+    ray_address: str | None,
+    ray_workers: int | None,
 ) -> int:
     """Run SCENARIO (a YAML file) and print its summary table."""
     built = _load(
@@ -218,11 +235,20 @@ def run(
         seed=seed,
         concurrency=concurrency,
         max_episodes=max_episodes,
+        executor={
+            "name": executor or ("ray" if ray_address or ray_workers else None),
+            "address": ray_address,
+            "workers": ray_workers,
+        },
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
         _print_plan(built, estimate=True, budget=budget)
         return 0
+    if built.scenario.executor.name == "ray":
+        from engine.runtime._ray import connect
+
+        connect(built.scenario.executor.address)  # before the run directory exists: exit 2 leaves nothing behind
     console = Console(stderr=True)
     runner = Runner(
         built,

@@ -35,6 +35,7 @@ __all__ = (
     "EndpointKey",
     "Endpoints",
     "endpoint_key",
+    "endpoint_limits",
     "open_endpoints",
     "open_http",
     "open_model",
@@ -61,13 +62,23 @@ def _strictest(limits: Iterable[_T | None]) -> _T | None:
     return min(present) if present else None
 
 
-def shared_throttle(specs: Sequence[ModelSpec]) -> Throttle:
+def endpoint_limits(specs: Sequence[ModelSpec], *, share: int = 1) -> dict[str, Any]:
+    """The `Throttle` limits of an endpoint: the strictest of its specs' limits holds for all of them.
+
+    With `share` > 1 the endpoint is called from that many processes (Ray workers): each gets its part of the
+    in-flight bound (the rates are one budget of the whole cluster, see `engine.models._ray_budget`).
+    """
+    in_flight = _strictest(s.max_concurrency for s in specs)
+    return {
+        "rpm": _strictest(s.rpm for s in specs),
+        "tpm": _strictest(s.tpm for s in specs),
+        "max_in_flight": None if in_flight is None else -(-in_flight // share),
+    }
+
+
+def shared_throttle(specs: Sequence[ModelSpec], *, share: int = 1) -> Throttle:
     """One throttle for every spec on an endpoint: the strictest of their limits holds for all of them."""
-    return Throttle(
-        rpm=_strictest(s.rpm for s in specs),
-        tpm=_strictest(s.tpm for s in specs),
-        max_in_flight=_strictest(s.max_concurrency for s in specs),
-    )
+    return Throttle(**endpoint_limits(specs, share=share))
 
 
 @dataclass(frozen=True)
@@ -134,10 +145,12 @@ async def open_endpoints(
     events: Any = None,
     redactor: Redactor | None = None,
     breaker: BreakerSetup | None = None,
+    throttle: Callable[[EndpointKey, Sequence[ModelSpec]], Throttle] | None = None,
 ) -> AsyncIterator[Endpoints]:
     """Open every distinct endpoint of `roles` (and the response cache at `cache_path`); close them on exit.
 
-    Opens inside the running event loop, as throttles must be created there.
+    Opens inside the running event loop, as throttles must be created there. `throttle(key, specs)` makes an
+    endpoint's throttle instead of `shared_throttle` (a Ray worker spends the cluster's budget through it).
     """
     async with AsyncExitStack() as stack:
         cache = await ResponseCache.open(cache_path) if cache_path is not None else None
@@ -152,7 +165,9 @@ async def open_endpoints(
             model = open_model(spec)
             stack.push_async_callback(model.aclose)
             watch = None if breaker is None else Breaker(f"{role} {spec.model}", breaker.on_open, breaker.policy)
-            endpoints[key] = Endpoint(role, spec, model, shared_throttle([s for _, s in users]), watch)
+            specs = [s for _, s in users]
+            limiter = throttle(key, specs) if throttle is not None else shared_throttle(specs)
+            endpoints[key] = Endpoint(role, spec, model, limiter, watch)
         yield Endpoints(endpoints, stats=stats or CallStats(), cache=cache, events=events, redactor=redactor)
 
 

@@ -8,9 +8,10 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
@@ -24,14 +25,15 @@ from engine.core._records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn,
 from engine.models._breaker import BreakerPolicy, ErrorLimit
 from engine.models._cache import resolve_cache_path
 from engine.models._client import CallStats, ModelClient
-from engine.models._endpoints import BreakerSetup, open_endpoints
+from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, shared_throttle
 from engine.models._probe import ProbeFailed, probe_endpoints
+from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
 from engine.runtime._plugins import Agent, EpisodeContext, Judge
 from engine.runtime._rundir import RunDir, utc_now
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
-from engine.scenario._spec import Scenario, key_variables
+from engine.scenario._spec import ModelSpec, Scenario, key_variables
 
 __all__ = ("EpisodeCallback", "RunResult", "Runner", "TurnCallback")
 
@@ -276,7 +278,12 @@ class Runner:
                 async with anyio.create_task_group() as outer:
                     if handle_signals:
                         outer.start_soon(self._watch_signals)
-                    await self._run_episodes(clients, judge_clients, judges)
+                    if self.scenario.executor.name == "ray":
+                        from engine.runtime._ray import run_on_ray  # Ray is imported only when it is used
+
+                        await run_on_ray(self)
+                    else:
+                        await self._run_episodes(clients, judge_clients, judges)
                     outer.cancel_scope.cancel()
             completed = True
         finally:
@@ -335,6 +342,7 @@ class Runner:
                 events=self._events,
                 redactor=self.redactor,
                 breaker=BreakerSetup(self._breaker_policy, self._breaker_opened),
+                throttle=self._new_throttle,
             )
         )
         built = [(role, endpoints.client(role, spec)) for role, spec in roles]
@@ -342,6 +350,21 @@ class Runner:
         used = [(role, spec) for role, spec in roles if not (role == "tutor" and self._custom_tutor)]
         self._endpoints = endpoints.probe_targets(used)
         return {role: c for role, c in built if role != "judge"}, [c for role, c in built if role == "judge"]
+
+    def _new_throttle(self, endpoint: EndpointKey, sharing: Sequence[ModelSpec]) -> Throttle:
+        """The endpoint's throttle; a Ray worker's runner overrides it to spend the cluster's one budget."""
+        return shared_throttle(sharing)
+
+    async def episode_player(self, stack: AsyncExitStack) -> Callable[[Episode], Awaitable[EpisodeRecord]]:
+        """Open this run's clients on `stack` and return what plays one episode into its record, with no run
+        directory: how a Ray worker plays its shard with the very code of a local run."""
+        clients, judge_clients = await self._open_clients(stack)
+        return partial(self._play, clients=clients, judge_clients=judge_clients, judges=list(self.built.judges))
+
+    def admission_refused(self) -> str | None:
+        """Why no further episode may start (a budget spent, `--max-errors` reached), or None."""
+        reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
+        return reason if reason is not None else self._error_limit_reached()
 
     async def _run_episodes(
         self, clients: dict[str, ModelClient], judge_clients: list[ModelClient], judges: list[Judge]
@@ -355,15 +378,16 @@ class Runner:
                 with self._admission:
                     for episode in self.pending:
                         await limiter.acquire_on_behalf_of(episode.id)
-                        reason = self.budget.exceeded(self._usage_by_model(), self.scenario.prices)
-                        if reason is None:
-                            reason = self._error_limit_reached()
+                        reason = self.admission_refused()
                         if reason is not None:
                             limiter.release_on_behalf_of(episode.id)
-                            self._events.warning("budget.exhausted", reason=reason)
-                            self._stop(reason)  # like Ctrl-C: resumable with a higher limit
+                            self.refuse_admission(reason)
                             break
                         group.start_soon(self._run_one, episode, limiter, clients, judge_clients, judges)
+
+    def refuse_admission(self, reason: str) -> None:
+        self._events.warning("budget.exhausted", reason=reason)
+        self._stop(reason)  # like Ctrl-C: resumable with a higher limit
 
     def _error_limit_reached(self) -> str | None:
         limit = self._max_errors
@@ -383,24 +407,27 @@ class Runner:
         judges: list[Judge],
     ) -> None:
         try:
-            record = await self._play(episode, clients, judge_clients, judges)
-            if record.error is not None and self._error_limit_reached() is not None:
-                return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
-            # Counted before the append's await, so episodes ending together see each other's errors.
-            if record.error is None:
-                self.ok += 1
-            else:
-                self.errors += 1
-                self.errors_by_kind[record.error.type] += 1
-                self.first_errors.setdefault(record.error.type, record.error.message)
-            await self.run_dir.append(record)
-            if self.on_episode is not None:
-                await self.on_episode(record)
-            reason = self._error_limit_reached() if record.error is not None else None
-            if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
-                self._stop(reason, cancel_in_flight=True)
+            await self.accept(await self._play(episode, clients, judge_clients, judges))
         finally:
             limiter.release_on_behalf_of(episode.id)
+
+    async def accept(self, record: EpisodeRecord) -> None:
+        """Count and append one finished episode's record: the single place records enter the run directory."""
+        if record.error is not None and self._error_limit_reached() is not None:
+            return  # past --max-errors (episodes that failed together): unrecorded, a resume runs it again
+        # Counted before the append's await, so episodes ending together see each other's errors.
+        if record.error is None:
+            self.ok += 1
+        else:
+            self.errors += 1
+            self.errors_by_kind[record.error.type] += 1
+            self.first_errors.setdefault(record.error.type, record.error.message)
+        await self.run_dir.append(record)
+        if self.on_episode is not None:
+            await self.on_episode(record)
+        reason = self._error_limit_reached() if record.error is not None else None
+        if reason is not None:  # a bound, not a target: episodes in flight are cancelled, resume reruns them
+            self._stop(reason, cancel_in_flight=True)
 
     async def _play(
         self,

@@ -17,6 +17,7 @@ __all__ = (
     "BASE_URL_ENV",
     "MAX_EPISODES",
     "DesignSpec",
+    "ExecutorSpec",
     "key_variables",
     "measured",
     "ItemSourceSpec",
@@ -177,6 +178,24 @@ class DesignSpec(_PluginSpec):
         return _short_form("name", data)
 
 
+class ExecutorSpec(_Spec):
+    """Where episodes are played: `local` (this process) or `ray` (actors of a Ray cluster). `ray` in YAML is
+    short for `{name: ray}`. Operational: it is not part of the scenario hash, so a run may be resumed on either."""
+
+    short_key: ClassVar[str] = "name"
+
+    name: Literal["local", "ray"] = "local"
+    address: str | None = None
+    """Ray cluster to join: `auto` (the one `ray start` started here), `ray://HEAD:10001`, or none for a local one."""
+    workers: int | None = Field(default=None, ge=1, le=10_000)
+    """Ray worker actors (default: one per CPU of the cluster)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form("name", data)
+
+
 class ItemSourceSpec(_PluginSpec):
     """Where items come from: `{source: bank, path: items/stem.yaml}`; paths are relative to the scenario."""
 
@@ -189,7 +208,7 @@ def key_variables(scenario: Scenario) -> set[str]:
     return {spec.api_key_env or "OPENAI_API_KEY" for _, spec in scenario.models.by_role() if spec.provider != "sim"}
 
 
-_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes"})
+_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes", "executor"})
 _OPERATIONAL_MODEL = frozenset({"rpm", "tpm", "max_concurrency", "timeout_s", "max_retries"})
 
 
@@ -242,6 +261,9 @@ class Scenario(_Spec):
     cache: bool | str = False
     """Answer repeated model calls from the response cache: `true` (the default file) or a file path, relative to
     the scenario. It changes how results are obtained, not what they are, so it is not part of the scenario hash."""
+
+    executor: ExecutorSpec = Field(default_factory=lambda: ExecutorSpec())
+    """Where episodes are played (`local` or `ray`); like `concurrency`, not part of the scenario hash."""
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 

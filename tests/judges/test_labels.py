@@ -154,7 +154,7 @@ def judged(metric: str, value: object) -> list[Judgment]:
 
 
 def test_every_mrbench_label_map_is_pinned() -> None:
-    """Each judge value → MRBench label, exactly as documented in the README's table; proxies are marked."""
+    """Each judge value → MRBench label, exactly as documented in docs/calibration.md's table; proxies are marked."""
     found = {(j, d) for j, maps in MRBENCH_LABEL_MAPS.items() for d in maps}
     assert found == set(MRBENCH_MAPS) | {("conversation_stats", "Actionability")}
     for (judge, dimension), (metric, values, proxy) in MRBENCH_MAPS.items():
@@ -170,8 +170,8 @@ def test_every_mrbench_label_map_is_pinned() -> None:
     assert strategy(judged("used_strategy", "Provide a hint")) == "Provide a hint" and not strategy.proxy
 
 
-def test_readme_documents_every_label_map() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_document_every_label_map() -> None:
+    readme = (ROOT / "docs" / "calibration.md").read_text(encoding="utf-8")
     for judge, maps in {**MRBENCH_LABEL_MAPS, **BRIDGE_LABEL_MAPS}.items():
         for dimension, reader in maps.items():
             described = reader.describe()["metric"]

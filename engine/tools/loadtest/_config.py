@@ -103,6 +103,10 @@ class LoadConfig(_Model):
     sweep: Sweep | None = None
     workers: int = Field(default=1, ge=1, le=64)
     """Client processes; each owns the conversations whose index ≡ its number (mod workers)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where the workers run: processes on this machine, or Ray actors on a cluster's nodes (`simrun[ray]`)."""
+    ray_address: str | None = None
+    """Ray cluster to join with `executor: ray` (`auto`, `ray://HEAD:10001`); none starts a local one."""
     seed: int = 0
     items: Path | None = None
     """Item bank the simulated students ask about (simrun's YAML format); default: scenarios/items/stem.yaml."""

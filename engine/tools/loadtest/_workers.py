@@ -78,6 +78,10 @@ async def run_step(
     start-up (imports on a busy machine) cannot make the first arrivals late. Setting `stop` ends the step
     early everywhere (workers get SIGTERM) and still returns every row measured.
     """
+    if config.executor == "ray":
+        from engine.tools.loadtest._ray import run_step_on_ray  # Ray is imported only when it is used
+
+        return await run_step_on_ray(config, items, rate=rate, step=step, stop=stop)
     if config.workers == 1:
         rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop, progress=progress)
         return rows, [health]
