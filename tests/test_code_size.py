@@ -11,25 +11,12 @@ MAX_MODULE_LINES = 550
 MAX_FUNCTION_LINES = 60
 """A function's lines run from its `def` to its last line (decorators aside, docstring included)."""
 
-PENDING = (
-    "agents/",
-    "personas/",
-    "judges/cases_",
-    "judges/crescendo_",
-    "judges/fairness_",
-    "engine/runtime/_runner.py",
-    "engine/models/_client.py",
-)
-"""Files other work in progress is still reshaping (path prefixes); the list only shrinks."""
-
 
 def _sources() -> list[tuple[str, str]]:
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            name = path.relative_to(ROOT).as_posix()
-            if not name.startswith(PENDING):
-                found.append((name, path.read_text(encoding="utf-8")))
+            found.append((path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8")))
     return found
 
 
@@ -47,9 +34,3 @@ def test_functions_are_short() -> None:
                 if size > MAX_FUNCTION_LINES:
                     long.append(f"{name}:{node.lineno} {node.name} ({size} lines)")
     assert long == []
-
-
-def test_pending_entries_still_exist() -> None:
-    """A stale entry would silently exempt a future file."""
-    names = [path.relative_to(ROOT).as_posix() for package in PACKAGES for path in (ROOT / package).rglob("*.py")]
-    assert [prefix for prefix in PENDING if not any(name.startswith(prefix) for name in names)] == []

@@ -235,11 +235,7 @@ def run(
         seed=seed,
         concurrency=concurrency,
         max_episodes=max_episodes,
-        executor={
-            "name": executor or ("ray" if ray_address or ray_workers else None),
-            "address": ray_address,
-            "workers": ray_workers,
-        },
+        executor=_executor_choice(executor, ray_address, ray_workers),
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
@@ -265,13 +261,23 @@ def run(
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     _print_result(built, runner, result, console)
-    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    _print_next_step(
+        result, resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed)), console
+    )
+    return result.exit_code
+
+
+def _executor_choice(executor: str | None, address: str | None, workers: int | None) -> dict[str, Any]:
+    """`--ray-address` or `--ray-workers` alone mean `--executor ray`."""
+    return {"name": executor or ("ray" if address or workers else None), "address": address, "workers": workers}
+
+
+def _print_next_step(result: RunResult, hint: str, console: Console) -> None:
     if result.exit_code == 130:
         console.print(Text(f"interrupted: {result.reason or 'stopped'}", style="bold yellow"), soft_wrap=True)
         console.print(Text(f"resume with: {hint}"), soft_wrap=True)
     elif result.errors:
         console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
-    return result.exit_code
 
 
 def _same_flags(models: Sequence[str], overrides: Sequence[str], limit: int | None, seed: int | None) -> list[str]:

@@ -16,6 +16,7 @@ import anyio
 
 from engine.core._errors import ProviderError, ProviderTimeout, QuotaExhausted
 from engine.core._events import HOST_LOG, Redactor, RunEvents
+from engine.core._records import Usage
 from engine.core._text import word_count
 from engine.models._breaker import Breaker
 from engine.models._cache import ResponseCache, cache_key
@@ -155,19 +156,22 @@ class ModelClient:
         if self._breaker is not None:
             self._breaker.success()
         reply = self._redacted(reply)
-        self._stats.prompt_tokens += reply.usage.prompt_tokens
-        self._stats.completion_tokens += reply.usage.completion_tokens
+        self._count(reply.usage)
+        await self._throttle.reconcile(estimate, reply.usage.total)
+        if key is not None and self._cache is not None:
+            await self._cache.put(key, reply)
+        return reply, latency
+
+    def _count(self, usage: Usage) -> None:
+        self._stats.prompt_tokens += usage.prompt_tokens
+        self._stats.completion_tokens += usage.completion_tokens
         by_role = self._stats.tokens_by_role.setdefault(self.role, {})
         for spent in (
             self._stats.tokens_by_model.setdefault(self.model_id, [0, 0]),
             by_role.setdefault(self.model_id, [0, 0]),
         ):
-            spent[0] += reply.usage.prompt_tokens
-            spent[1] += reply.usage.completion_tokens
-        await self._throttle.reconcile(estimate, reply.usage.total)
-        if key is not None and self._cache is not None:
-            await self._cache.put(key, reply)
-        return reply, latency
+            spent[0] += usage.prompt_tokens
+            spent[1] += usage.completion_tokens
 
     def _on_give_up(self, exc: ProviderError) -> None:
         if isinstance(exc, QuotaExhausted) and self._throttle.exhausted is None:

@@ -459,11 +459,7 @@ class Runner:
             try:
                 await self.built.protocol.run(ctx)
             except Exception as caught:
-                exc = _unwrap(caught)
-                kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
-                error = ErrorInfo(type=kind, message=self.redactor.text(str(exc)))
-                where = exc.endpoint if isinstance(exc, ProviderError) else None
-                self._events.warning("episode.failed", gate=f"{kind} {where}", error_type=kind, error=str(exc))
+                error = self._failure(caught)
         usage = sum((turn.usage for turn in ctx.turns), Usage())
         self._events.info(
             "episode.finished",
@@ -491,6 +487,14 @@ class Runner:
             started_at=started,
             finished_at=utc_now(),
         )
+
+    def _failure(self, caught: Exception) -> ErrorInfo:
+        """What an episode's record says of its failure: the cause, not its task-group wrapper, and no secrets."""
+        exc = _unwrap(caught)
+        kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
+        where = exc.endpoint if isinstance(exc, ProviderError) else None
+        self._events.warning("episode.failed", gate=f"{kind} {where}", error_type=kind, error=str(exc))
+        return ErrorInfo(type=kind, message=self.redactor.text(str(exc)))
 
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
