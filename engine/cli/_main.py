@@ -241,10 +241,7 @@ def run(
     if dry_run:
         _print_plan(built, estimate=True, budget=budget)
         return 0
-    if built.scenario.executor.name == "ray":
-        from engine.runtime._ray import connect
-
-        connect(built.scenario.executor.address)  # before the run directory exists: exit 2 leaves nothing behind
+    _connect_executor(built)
     console = Console(stderr=True)
     runner = Runner(
         built,
@@ -261,10 +258,17 @@ def run(
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     _print_result(built, runner, result, console)
-    _print_next_step(
-        result, resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed)), console
-    )
+    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    _print_next_step(result, hint, console)
     return result.exit_code
+
+
+def _connect_executor(built: BuiltScenario) -> None:
+    """Join the Ray cluster before the run directory exists, so a missing extra (exit 2) leaves nothing behind."""
+    if built.scenario.executor.name == "ray":
+        from engine.runtime._ray import connect
+
+        connect(built.scenario.executor.address)
 
 
 def _executor_choice(executor: str | None, address: str | None, workers: int | None) -> dict[str, Any]:
