@@ -59,7 +59,7 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
 
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(FakeOpenAI(script)) as fake:
         port = fake.port
-        data = scenario_data(limit=6, concurrency=1)
+        data = scenario_data(limit=12, concurrency=1)  # 12 episodes: one judge surely fails 5 calls in a row
         base = f"http://user:{PASSWORD}@127.0.0.1:{port}/v1"
         data["models"] = {
             "tutor": {"model": "openai/tutor", "base_url": base, "api_key_env": "SIMRUN_PLANT_KEY"},
@@ -90,7 +90,11 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     assert not [s for s in (KEY, PASSWORD, QUERY_SECRET) if s in printed.out + printed.err]
     manifest = orjson.loads((runs[0] / "manifest.json").read_bytes())
     assert manifest["scenario"]["models"]["tutor"]["base_url"] == f"http://user:[redacted]@127.0.0.1:{port}/v1"
-    assert "bad request [redacted] [redacted]" in manifest["reason"]
+    # Whichever judge's breaker opens first gives the reason (judge quotes the key in its 400, judge-b's URL
+    # carries the token); both quote a secret, and it is redacted either way.
+    assert any(
+        quoted in manifest["reason"] for quoted in ("bad request [redacted] [redacted]", "access_token=[redacted]")
+    )
 
 
 @given(secret=st.text(min_size=6, max_size=20).filter(lambda s: s.strip() == s and "[redacted]" not in s))
