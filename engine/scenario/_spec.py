@@ -55,6 +55,17 @@ def _short_form(key: str, data: Any) -> Any:
     return {key: data} if isinstance(data, str) else data
 
 
+class _ShortForm(BaseModel):
+    """A spec that YAML may give as just its `short_key` value: `harm` stands for `{name: harm}`."""
+
+    short_key: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return _short_form(cls.short_key, data)
+
+
 def _check_base_url(url: str | None) -> str | None:
     if url is None:
         return None
@@ -152,33 +163,23 @@ class StudentSpec(_PluginSpec):
     strategy: str
 
 
-class JudgeSpec(_PluginSpec):
+class JudgeSpec(_PluginSpec, _ShortForm):
     """A judge by name, with its options. `harm` in YAML is short for `{name: harm}`."""
 
     short_key: ClassVar[str] = "name"
 
     name: str
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, data: Any) -> Any:
-        return _short_form("name", data)
 
-
-class DesignSpec(_PluginSpec):
+class DesignSpec(_PluginSpec, _ShortForm):
     """A condition generator by name (e.g. `demographic`), with its options; crossed with `factors`."""
 
     short_key: ClassVar[str] = "name"
 
     name: str
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, data: Any) -> Any:
-        return _short_form("name", data)
 
-
-class ExecutorSpec(_Spec):
+class ExecutorSpec(_Spec, _ShortForm):
     """Where episodes are played: `local` (this process) or `ray` (actors of a Ray cluster). `ray` in YAML is
     short for `{name: ray}`. Operational: it is not part of the scenario hash, so a run may be resumed on either."""
 
@@ -189,11 +190,6 @@ class ExecutorSpec(_Spec):
     """Ray cluster to join: `auto` (the one `ray start` started here), `ray://HEAD:10001`, or none for a local one."""
     workers: int | None = Field(default=None, ge=1, le=10_000)
     """Ray worker actors (default: one per CPU of the cluster)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, data: Any) -> Any:
-        return _short_form("name", data)
 
 
 class ItemSourceSpec(_PluginSpec):
