@@ -1,43 +1,9 @@
-"""The participants: the tutor agent, student strategies and dialogue protocols (registered by name)."""
+"""The participants: the tutor agent, student strategies and dialogue protocols (registered by name).
 
-from engine import check_template, render
+Each name loads its module on first use (typed in `__init__.pyi`): a run imports only the plug-ins its
+scenario names, through the entry points in pyproject.toml.
+"""
 
-from . import cases_sim, persona_sim, remath_sim  # noqa: F401  (register the sim behaviours of these kinds)
-from .cases import CaseDesign, CasesProtocol, CaseStudent, CaseTutor
-from .crescendo import CrescendoProtocol
-from .persona import DEFAULT_OPENING, PersonaStudent, builtin_profile, student_messages
-from .remath import MistakeStudent, RemathDesign, RemediationProtocol, RemediationTutor
-from .students import AttackerTurn, Backtracking, CrescendoStudent, ScriptedStudent, turn_budget
-from .tutor import DEFAULT_TUTOR_PROMPT, ModelTutor, system_prompt_for, tutor_messages
-from .tutoring import DEFAULT_MAX_TURNS, FairnessProtocol, StopReason, TutorLedSettings
+import lazy_loader
 
-__all__ = (
-    "DEFAULT_MAX_TURNS",
-    "DEFAULT_OPENING",
-    "DEFAULT_TUTOR_PROMPT",
-    "AttackerTurn",
-    "Backtracking",
-    "CaseDesign",
-    "CaseStudent",
-    "CaseTutor",
-    "CasesProtocol",
-    "CrescendoProtocol",
-    "CrescendoStudent",
-    "FairnessProtocol",
-    "MistakeStudent",
-    "ModelTutor",
-    "PersonaStudent",
-    "RemathDesign",
-    "RemediationProtocol",
-    "RemediationTutor",
-    "ScriptedStudent",
-    "StopReason",
-    "TutorLedSettings",
-    "builtin_profile",
-    "check_template",
-    "render",
-    "system_prompt_for",
-    "student_messages",
-    "tutor_messages",
-    "turn_budget",
-)
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from engine import TUTORS, Episode, EpisodeContext, RequestContext, Utterance, check_template, render
 
-__all__ = ("DEFAULT_TUTOR_PROMPT", "ModelTutor", "system_prompt_for", "tutor_messages")
+__all__ = ("DEFAULT_TUTOR_PROMPT", "ModelTutor", "check_template", "render", "system_prompt_for", "tutor_messages")
 
 DEFAULT_TUTOR_PROMPT = (
     "You are a patient {{ item.domain }} tutor for a secondary-school student. Help the student understand and "

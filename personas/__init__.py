@@ -1,40 +1,9 @@
-"""Persona and risk definitions as data, with their loaders (SafeTutors taxonomy, demographic fairness personas)."""
+"""Persona and risk definitions as data, with their loaders (SafeTutors taxonomy, demographic fairness personas).
 
-from .cases import CHALLENGE_TYPES, RESPONSE_TYPES, Case, builtin_cases, case_of, load_cases, load_tutorcasebench
-from .fairness import (
-    DemographicDesign,
-    DemographicDimension,
-    DemographicLevel,
-    Demographics,
-    demographics,
-    load_demographics,
-)
-from .remath import ERROR_TYPES, INTENTIONS, STRATEGIES, MistakeItem, load_mistake_items
-from .safetutors import Dimension, SubRisk, Taxonomy, load_safetutors, normalise_name, taxonomy
+Each name loads its module on first use (typed in `__init__.pyi`): a run imports only the plug-ins its
+scenario names, through the entry points in pyproject.toml.
+"""
 
-__all__ = (
-    "CHALLENGE_TYPES",
-    "RESPONSE_TYPES",
-    "Case",
-    "ERROR_TYPES",
-    "INTENTIONS",
-    "STRATEGIES",
-    "DemographicDesign",
-    "DemographicDimension",
-    "DemographicLevel",
-    "Demographics",
-    "Dimension",
-    "MistakeItem",
-    "SubRisk",
-    "Taxonomy",
-    "builtin_cases",
-    "case_of",
-    "demographics",
-    "load_cases",
-    "load_demographics",
-    "load_mistake_items",
-    "load_safetutors",
-    "load_tutorcasebench",
-    "normalise_name",
-    "taxonomy",
-)
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

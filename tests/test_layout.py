@@ -33,7 +33,9 @@ def test_engine_does_not_import_plugins() -> None:
 
 @pytest.mark.parametrize("module", [agents, judges, personas])
 def test_public_surface_is_declared(module: ModuleType) -> None:
-    """Each package's `__all__` lists exactly its public names."""
+    """Each package's `__all__` lists exactly its public names (each loads on first use, so all are loaded first)."""
+    for name in module.__all__:
+        getattr(module, name)
     public = {n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, ModuleType)}
     assert set(module.__all__) == public
 

@@ -83,7 +83,7 @@ class ChatModel(abc.ABC):
         """Release connections."""
 
 
-PROVIDERS: Registry[Callable[[], type[ChatModel]]] = Registry("provider")
+PROVIDERS: Registry[Callable[[], type[ChatModel]]] = Registry("provider", "providers")
 """Provider name → a function that imports and returns the implementation (so `openai` loads only when used)."""
 
 

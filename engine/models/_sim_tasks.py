@@ -1,7 +1,7 @@
 """Extension point of the `sim` provider: behaviours, knobs and judge rubrics that scenario kinds plug in.
 
-The sim itself knows no scenario kind. A kind's plug-in package registers, in its own modules (imported
-through the `simrun.plugins` entry points, like every plug-in):
+The sim itself knows no scenario kind. A kind's plug-in package registers, in its own modules (listed under the
+`simrun.sim` entry-point group, or whole under `simrun.plugins`; the sim imports them all on its first lookup):
 
 * a **behaviour** for one `(role, task)` pair with `@sim_task(role, task)` — for example `("judge",
   "case_checklist")`. The handler returns the reply text (a judge returns its JSON). It receives a seeded
@@ -85,7 +85,7 @@ def sim_knobs(role: str) -> Callable[[M], M]:
 @functools.cache
 def knobs_model(role: str, core: type[BaseModel]) -> type[BaseModel]:
     """`core` with every registered knob model of `role` mixed in (the model `params` are validated with)."""
-    load_plugins()
+    load_plugins("sim")
     extra = tuple(_KNOBS.get(role, ()))
     if not extra:
         return core
@@ -95,19 +95,19 @@ def knobs_model(role: str, core: type[BaseModel]) -> type[BaseModel]:
 
 
 def lookup(role: str, task: str) -> SimTask | None:
-    load_plugins()
+    load_plugins("sim")
     return SIM_TASKS.get((role, task))
 
 
 def default_task(role: str, *, load: bool = True) -> str | None:
     if load:
-        load_plugins()
+        load_plugins("sim")
     return next((task for (r, task), entry in SIM_TASKS.items() if r == role and entry.default), None)
 
 
 def task_for_request(role: str, schema_name: str | None, prompt: str) -> str | None:
     """The registered task an HTTP request asks for: its schema name, else the first rubric its prompt marks."""
-    load_plugins()
+    load_plugins("sim")
     if schema_name and (role, schema_name) in SIM_TASKS:
         return schema_name
     for (r, task), entry in SIM_TASKS.items():

@@ -34,7 +34,7 @@ class RunMode:
     """The run's outcome in a few words, from its manifest (`simrun runs`); None: the scenario runs' counts."""
 
 
-RUN_MODES: Registry[RunMode] = Registry("run mode")
+RUN_MODES: Registry[RunMode] = Registry("run mode", "run_modes")
 
 
 def mode_of(data: Mapping[str, Any]) -> RunMode | None:

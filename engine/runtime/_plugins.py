@@ -199,8 +199,8 @@ class EpisodeContext:
         return found
 
 
-TUTORS: Registry[AgentFactory] = Registry("tutor agent")
-STUDENTS: Registry[AgentFactory] = Registry("student strategy")
-JUDGES: Registry[JudgeFactory] = Registry("judge")
-PROTOCOLS: Registry[DialogueProtocol] = Registry("scenario kind")
-SUMMARIZERS: Registry[Summarizer] = Registry("summariser")
+TUTORS: Registry[AgentFactory] = Registry("tutor agent", "tutors")
+STUDENTS: Registry[AgentFactory] = Registry("student strategy", "students")
+JUDGES: Registry[JudgeFactory] = Registry("judge", "judges")
+PROTOCOLS: Registry[DialogueProtocol] = Registry("scenario kind", "protocols")
+SUMMARIZERS: Registry[Summarizer] = Registry("summariser", "summarizers")

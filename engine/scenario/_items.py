@@ -39,7 +39,7 @@ class ItemSource(Protocol):
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]: ...
 
 
-ITEM_SOURCES: Registry[ItemSource] = Registry("item source")
+ITEM_SOURCES: Registry[ItemSource] = Registry("item source", "item_sources")
 
 
 class _Bank(BaseModel):

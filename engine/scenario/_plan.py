@@ -67,7 +67,7 @@ class Design(Protocol):
     def extras(self, episode: Episode, /) -> dict[str, Any]: ...
 
 
-DESIGNS: Registry[Callable[[Any], Design]] = Registry("design")
+DESIGNS: Registry[Callable[[Any], Design]] = Registry("design", "designs")
 
 
 def make_design(scenario: Scenario) -> Design | None:

@@ -113,7 +113,7 @@ class LabelSource(Protocol):
     def __call__(self, path: Path, options: Mapping[str, Any], /) -> LabelSet: ...
 
 
-LABEL_SOURCES: Registry[LabelSource] = Registry("label source")
+LABEL_SOURCES: Registry[LabelSource] = Registry("label source", "label_sources")
 
 
 @dataclass
