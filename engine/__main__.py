@@ -2,6 +2,6 @@
 
 import sys
 
-from engine.cli._main import main
+from engine.cli._main import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -106,6 +106,7 @@ def test_packages_are_this_repository(module: ModuleType) -> None:
 
 
 _HEAVY = ("numpy", "scipy", "sklearn", "nltk", "matplotlib", "openai", "aiohttp")
+_ON_ENDPOINTS = ["--model", "tutor=openai/t", "--model", "student=openai/s", "--model", "judge=openai/j"]
 
 
 @pytest.mark.parametrize(
@@ -115,6 +116,7 @@ _HEAVY = ("numpy", "scipy", "sklearn", "nltk", "matplotlib", "openai", "aiohttp"
         "import engine; engine.load_plugins()",  # every shipped plug-in registered, as before a run
         "from engine.cli._main import main; main(['--help'])",
         "from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml'])",
+        f"from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml', *{_ON_ENDPOINTS!r}])",
     ],
 )
 def test_start_up_imports_no_statistics_or_http_library(code: str) -> None:
@@ -153,3 +155,18 @@ def test_only_the_command_line_imports_click() -> None:
                 imported = [node.module]
             offenders += [name for module in imported if module.split(".")[0] == "click"]
     assert offenders == []
+
+
+def test_a_scenario_imports_only_the_plug_ins_it_names() -> None:
+    """Loading a crescendo scenario on real endpoints imports crescendo's modules and no other kind's (the sim,
+    which any kind may extend, imports every sim module; `simrun list` imports everything)."""
+    probe = (
+        "import re, sys\n"
+        f"from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml', *{_ON_ENDPOINTS!r}])\n"
+        "loaded = {m for m in sys.modules if m.split('.')[0] in ('agents', 'judges', 'personas')}\n"
+        "assert {'agents.crescendo', 'judges.crescendo_summary', 'judges.harm'} <= loaded, loaded\n"
+        "other = [m for m in loaded if re.search(r'\\.(fairness|remath|case|persona\\b|.*_sim\\b)', m)]\n"
+        "assert not other, other\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -15,6 +15,7 @@ engine names they cite must resolve, every docs page is linked from the README, 
 from __future__ import annotations
 
 import ast
+import configparser
 import importlib
 import os
 import re
@@ -23,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,3 +402,13 @@ def test_the_new_kind_example_is_the_toy_kind_test() -> None:
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["scenario"]
     ]
     assert scenario in [yaml.safe_load(block) for block in _fenced(page, "yaml")]
+
+
+def test_the_new_kind_declares_the_entry_points_the_toy_kind_test_installs() -> None:
+    from tests.test_toy_kind import TOY_ENTRY_POINTS
+
+    installed = configparser.ConfigParser(delimiters=("=",))
+    installed.read_string(TOY_ENTRY_POINTS)
+    (project,) = [tomllib.loads(block) for block in _fenced(DOCS / "extending.md", "toml")]
+    declared = project["project"]["entry-points"]
+    assert declared == {group: dict(installed[group]) for group in installed.sections()}

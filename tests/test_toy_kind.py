@@ -1,9 +1,10 @@
 """A new scenario kind needs no engine change: a third-party package plugs one in and runs it offline.
 
-The package is written to a temporary directory with a dist-info whose entry point is in the `simrun.plugins`
-group, exactly as `pip install` would leave it, and put on the path of a fresh `simrun` process (plug-ins load
-once per process). It brings a dialogue protocol, a tutor and a student, a judge, a summariser and the sim's
-behaviours for its own tasks, with a knob of its own; the run's summary shows each one took part.
+The package is written to a temporary directory with a dist-info whose entry points declare its names (or,
+the short way, list the module under `simrun.plugins`), exactly as `pip install` would leave it, and put on
+the path of a fresh `simrun` process (plug-ins load once per process). It brings a dialogue protocol, a tutor
+and a student, a judge, a summariser and the sim's behaviours for its own tasks, with a knob of its own; the
+run's summary shows each one took part.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from tests.helpers import write_bank
@@ -136,19 +138,44 @@ SUMMARIZERS.add("toykind/riddles", RiddleSummary())
 '''
 
 
-def _install(site: Path) -> None:
-    """What `pip install toykind` leaves on sys.path: the module and its dist-info with the entry point."""
+TOY_ENTRY_POINTS = """\
+[simrun.protocols]
+toykind/riddles = toykind
+
+[simrun.tutors]
+toykind/riddler = toykind
+
+[simrun.students]
+toykind/guesser = toykind
+
+[simrun.judges]
+toykind/polite = toykind
+
+[simrun.summarizers]
+toykind/riddles = toykind
+
+[simrun.sim]
+toykind = toykind
+"""
+"""Each plug-in name with the module that registers it, as docs/extending.md's pyproject.toml declares them."""
+WHOLE_MODULE = "[simrun.plugins]\ntoykind = toykind\n"
+"""The module without its names: imported on the first lookup of a name no entry declares."""
+
+
+def _install(site: Path, entry_points: str) -> None:
+    """What `pip install toykind` leaves on sys.path: the module and its dist-info with the entry points."""
     (site / "toykind.py").write_text(TOY_PLUGIN, encoding="utf-8")
     info = site / "toykind-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toykind\nVersion: 0.1\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[simrun.plugins]\ntoykind = toykind\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
 
 
-def test_a_toy_kind_runs_offline_with_no_engine_change(tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry_points", [TOY_ENTRY_POINTS, WHOLE_MODULE], ids=["by-name", "whole-module"])
+def test_a_toy_kind_runs_offline_with_no_engine_change(tmp_path: Path, entry_points: str) -> None:
     site = tmp_path / "site"
     site.mkdir()
-    _install(site)
+    _install(site, entry_points)
     write_bank(tmp_path / "bank.yaml")
     scenario = {
         "name": "riddles",

@@ -17,7 +17,6 @@ from engine.core._errors import MissingCredentials, ProviderError, ProviderTimeo
 from engine.core._events import redact_url
 from engine.core._lazy import lazy_module
 from engine.core._records import Usage
-from engine.models._lean import LeanChat
 from engine.models._provider import ChatModel, ChatReply, ChatRequest
 from engine.models._wire import provider_error, read_embeddings
 from engine.scenario._spec import ModelSpec
@@ -25,6 +24,8 @@ from engine.scenario._spec import ModelSpec
 if TYPE_CHECKING:
     import httpx2
     import openai
+
+    from engine.models._lean import LeanChat
 else:  # the SDK takes seconds to import: an endpoint on the lean transport never loads it
     httpx2 = lazy_module("httpx2")
     openai = lazy_module("openai")
@@ -107,9 +108,12 @@ class OpenAIChatModel(ChatModel):
     def __init__(self, spec: ModelSpec, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         """`transport` replaces the network, for tests that feed the client arbitrary server bodies."""
         super().__init__(spec)
-        self._lean = LeanChat(spec) if spec.transport == "lean" else None
-        if self._lean is not None:
-            return  # the lean transport is the only HTTP client: no SDK client is built beside it
+        self._lean: LeanChat | None = None
+        if spec.transport == "lean":  # the only HTTP client then: no SDK client is built beside it
+            from engine.models._lean import LeanChat  # aiohttp loads for a lean endpoint, not to check a scenario
+
+            self._lean = LeanChat(spec)
+            return
         self._sdk = SdkSession(
             spec.base_url,
             api_key=os.environ.get(_key_variable(spec)),

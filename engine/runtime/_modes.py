@@ -3,7 +3,7 @@
 A scenario file or run manifest whose `kind` names a registered mode belongs to that mode: the scenario loader
 points at the mode's command, and `simrun report` / `simrun view` rebuild the run's report with the mode's own
 functions (a mode's run has no episodes to page through). Everything else is a scenario run. A mode registers
-with `RUN_MODES.add(name, RunMode(...))` from a module of the `simrun.plugins` entry-point group, as load testing
+with `RUN_MODES.add(name, RunMode(...))` from the module its `simrun.run_modes` entry point names, as load testing
 does (`engine.tools.loadtest._mode`).
 """
 
