@@ -190,7 +190,7 @@ class RemathDesign:
     """ReMath's tasks as conditions: Task A, Task B, and Task C under each kind of given information."""
 
     class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+        model_config = ConfigDict(extra="forbid", frozen=True)
         tasks: list[Task] = Field(default_factory=lambda: list(TASKS), min_length=1)
         """Which tasks to run: error (A), strategy (B), response (C)."""
         given: list[Given] = Field(default_factory=lambda: list(GIVEN), min_length=1)
@@ -252,7 +252,7 @@ class RemediationTutor:
     """The ReMath tutor (`agent: remediation`): one model call for the episode's task (or its stage)."""
 
     class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+        model_config = ConfigDict(extra="forbid", frozen=True)
         length: str = _DEFAULT_LENGTH
         """Task C's length instruction (the paper found unconstrained replies 5–10× too long)."""
         retries: int = Field(default=2, ge=0)

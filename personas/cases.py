@@ -70,7 +70,7 @@ __all__ = (
 
 
 class CaseSourceOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
     challenge_types: list[ChallengeType] | None = None
     """Keep only cases of these challenge types."""
     limit: int | None = Field(default=None, ge=1)

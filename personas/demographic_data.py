@@ -37,7 +37,7 @@ Channel = Literal["explicit", "implicit", "opposite"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class DemographicLevel(_Model):

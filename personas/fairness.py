@@ -101,7 +101,7 @@ TEMPLATE_VARIABLES = ("channel", "dimension", "level", "demographic", "sentence"
 class FairnessAnalysis(BaseModel):
     """How a fairness run turns its contrasts into findings (`design.analysis` in the scenario)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     correction: Literal["bh", "holm", "bonferroni", "none"] = "bh"
     """p adjustment over the family: Benjamini–Hochberg (default), Holm, Bonferroni, or none."""
@@ -295,7 +295,7 @@ class DemographicDesign:
     """Demographic cue conditions (explicit sentence, implicit name, or opposite 2×2), paired by item."""
 
     class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+        model_config = ConfigDict(extra="forbid", frozen=True)
 
         channel: Channel = "explicit"
         """How the demographic reaches the tutor: explicit sentence, implicit name, or the opposite 2×2."""

@@ -32,7 +32,7 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 class SimEmbedParams(BaseModel):
     """Knobs of `sim/embed` (the model spec's `params`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
     dimensions: int = Field(default=512, ge=8, le=8192)
     """Length of every vector."""
     latency_s: float = Field(default=0.0, ge=0)

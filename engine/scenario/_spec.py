@@ -31,13 +31,13 @@ __all__ = (
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class _PluginSpec(BaseModel):
     """A plug-in reference whose extra keys are that plug-in's own options (validated by the plug-in)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     @property
     def options(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ Probability = Annotated[float, Field(ge=0, le=1)]
 class ServeOptions(BaseModel):
     """The server's behaviour. Validated strictly so a typo in a test or on the command line fails loudly."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     latency_s: float = Field(default=0.0, ge=0)
     """Fixed delay before every admitted chat-completion answer (before a stream's headers)."""

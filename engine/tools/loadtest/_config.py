@@ -16,7 +16,7 @@ DEFAULT_SYSTEM_PROMPT = (
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Slo(_Model):
