@@ -2,6 +2,6 @@
 
 import sys
 
-from engine.cli._main import console_main
+from engine.cli import console_main
 
 sys.exit(console_main())

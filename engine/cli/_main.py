@@ -6,7 +6,6 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 
 from __future__ import annotations
 
-import gc
 import importlib
 import json
 import shlex
@@ -40,7 +39,7 @@ from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
 from engine.scenario._budget import Budget, price_of
 
-__all__ = ("console_main", "main")
+__all__ = ("main",)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -454,15 +453,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0
-
-
-def console_main() -> int:
-    """The `simrun` program: `main`, then the heap frozen, so that exiting does not walk it.
-
-    The interpreter collects garbage again while it tears the modules down at exit; over the heap a run
-    leaves (the plug-ins' models, the report's libraries) that took a few tenths of a second, for objects
-    the process is about to drop. An embedding that calls `main` keeps its collector as it was.
-    """
-    code = main()
-    gc.freeze()
-    return code
