@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -63,7 +64,9 @@ class RunResult:
         return 3 if self.errors else 0
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
+    """Each lookup scans every installed distribution, and the manifest is written twice a run."""
     found = {"python": sys.version.split()[0]}
     for package in ("simrun", "openai", "httpx2", "anyio", "pydantic", "aiolimiter"):
         try:
@@ -525,7 +528,7 @@ class Runner:
                 },
                 "calls": asdict(self.stats),
                 "cost_usd": self.spend().manifest(),
-                "versions": _versions(),
+                "versions": dict(_versions()),
                 "started_at": self._started_at,
                 "updated_at": utc_now(),
             }
