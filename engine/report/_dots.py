@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from markupsafe import Markup
 
 from engine.report._svg import plot
-from engine.report._svg_draw import Axes, Box, Canvas, Legend, fit, legend_width, split, text_width
+from engine.report._svg_draw import Axes, Box, Canvas, Legend, Marker, fit, legend_width, split, text_width
 
 if TYPE_CHECKING:
     from engine.report._blocks import Table
@@ -94,7 +94,7 @@ def _series(ax: Axes, panel: DotPanel, index: int, series: DotSeries) -> None:
         low, high = _spread(dot)
         if high > low:
             ax.whisker(row + offset, low, high, color=color)
-        marker = "D" if dot.highlight and (panel.band is not None or panel.zero) else "o"
+        marker: Marker = "D" if dot.highlight and (panel.band is not None or panel.zero) else "o"
         ax.marker(dot.estimate, row + offset, marker, color=color)
 
 

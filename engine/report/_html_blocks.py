@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from engine.report._blocks import Block, BlockCell, Brief, Bullets, Forest, Heatmap, Note, Section, Strong, Table
+from engine.report._blocks import Block, BlockCell, Brief, Bullets, Forest, Note, Section, Strong, Table
 from engine.report._dots import Dot, DotPanel, Dots, DotSeries, dots_html
 from engine.report._grid import HeatGrid, heat_grid_html, heatmap_html
 from engine.report._histogram import Histogram, histogram_html

@@ -99,7 +99,7 @@ def _has_reference(block: Survival) -> bool:
 
 def _legend(block: Survival) -> list[Legend]:
     if block.hazard:
-        return [Legend(block.reference_label, _REFERENCE, "dash", 1.0)] if _has_reference(block) else []
+        return [Legend(block.reference_label, _REFERENCE, width=1.0, dash="5 3")] if _has_reference(block) else []
     highlighted = [c for c in block.curves if c.style == "highlight"]
     legend = [Legend(c.label, colour, width=1.8) for c, colour in zip(highlighted, _HIGHLIGHTS, strict=False)]
     legend += [Legend(c.label, "#000000", width=2.4) for c in block.curves if c.style == "pooled" and c.points]

@@ -44,7 +44,7 @@ def plot(fig: Canvas, *, key: str, caption: str, numbers: Markup | None = None) 
     parts = Markup('<figure class="plot" id="fig-{}">{}<figcaption>{}</figcaption></figure>').format(
         _KEY.sub("-", key), fig.svg(label=caption), caption
     )
-    if numbers is not None:
+    if numbers:
         parts += Markup('<div class="numbers">{}</div>').format(numbers)
     return parts
 

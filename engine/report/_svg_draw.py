@@ -25,9 +25,11 @@ __all__ = (
     "Box",
     "Canvas",
     "Legend",
+    "Marker",
     "Scale",
     "colormap",
     "fit",
+    "legend_at",
     "legend_width",
     "nice_ticks",
     "split",
@@ -38,6 +40,7 @@ __all__ = (
 INK, GRID, FRAME = "#344054", "#eaecf0", "#98a2b3"
 Anchor = Literal["start", "middle", "end"]
 Marker = Literal["o", "D", "s"]
+_Attrs = dict[str, str | float | None]
 
 _SEQUENTIAL = {
     "Blues": ("#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
@@ -177,7 +180,7 @@ class Canvas:
         self.width, self.height = width, height
         self._parts: list[Markup] = []
 
-    def _add(self, tag: str, attrs: dict[str, str | float | None], text: str | None = None) -> None:
+    def _add(self, tag: str, attrs: _Attrs, text: str | None = None) -> None:
         pairs = Markup("").join(
             Markup(' {}="{}"').format(Markup(k.replace("_", "-")), _n(v) if isinstance(v, float | int) else v)
             for k, v in attrs.items()
@@ -194,7 +197,7 @@ class Canvas:
     def line(
         self, x1: float, y1: float, x2: float, y2: float, *, stroke: str, width: float = 1.0, dash: str | None = None
     ) -> None:
-        attrs = {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "stroke": stroke, "stroke_width": width}
+        attrs: _Attrs = {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "stroke": stroke, "stroke_width": width}
         self._add("line", {**attrs, "stroke_dasharray": dash})
 
     def polyline(
@@ -202,7 +205,7 @@ class Canvas:
     ) -> None:
         if len(points) > 1:
             path = " ".join(f"{_n(x)},{_n(y)}" for x, y in points)
-            attrs = {"points": path, "fill": "none", "stroke": stroke, "stroke_width": width}
+            attrs: _Attrs = {"points": path, "fill": "none", "stroke": stroke, "stroke_width": width}
             self._add("polyline", {**attrs, "stroke_linejoin": "round", "stroke_dasharray": dash})
 
     def marker(self, x: float, y: float, shape: Marker, *, color: str, size: float = 4.0, hollow: bool = False) -> None:
@@ -229,7 +232,7 @@ class Canvas:
         rotate: float = 0.0,
     ) -> None:
         """One text node, vertically centred on `y`; `rotate` turns it about (x, y) in degrees."""
-        attrs: dict[str, str | float | None] = {"x": x, "y": y + size * 0.35, "font_size": size}
+        attrs: _Attrs = {"x": x, "y": y + size * 0.35, "font_size": size}
         attrs |= {"text_anchor": None if anchor == "start" else anchor, "fill": None if color == INK else color}
         attrs |= {"font_weight": "bold" if bold else None}
         attrs["transform"] = f"rotate({_n(rotate)} {_n(x)} {_n(y)})" if rotate else None
@@ -246,12 +249,13 @@ class Canvas:
 
 @dataclass(frozen=True)
 class Legend:
-    """One legend entry: a line, a dashed line, a dot or a filled square in `color`."""
+    """One legend entry: a line (`dash`: its SVG dash pattern), a dot, a hollow dot or a square in `color`."""
 
     label: str
     color: str
-    kind: Literal["line", "dash", "dot", "rect", "hollow"] = "line"
+    kind: Literal["line", "dot", "rect", "hollow"] = "line"
     width: float = 1.5
+    dash: str | None = None
 
 
 class Axes:
@@ -388,22 +392,28 @@ class Axes:
     def legend(self, entries: Sequence[Legend], *, outside: bool = True, size: float = 7.0) -> None:
         """The entries listed top down, right of the area (`outside`) or in its upper right corner."""
         entries = [e for e in entries if e.label]
-        x = self.box.right + 8 if outside else self.box.right - 6 - legend_width(entries, size)
+        width = legend_width(entries, size)
+        x = self.box.right + 8 if outside else self.box.right - 6 - width
         if entries and not outside:
             height = len(entries) * (size + 4) + 4
-            self.canvas.rect(
-                x - 3, self.box.top + 2, legend_width(entries, size) - 2, height, fill="#ffffff", stroke=GRID
-            )
-        for index, entry in enumerate(entries):
-            y = self.box.top + 6 + index * (size + 4)
-            if entry.kind in ("line", "dash"):
-                dash = "4 2" if entry.kind == "dash" else None
-                self.canvas.line(x, y, x + 14, y, stroke=entry.color, width=entry.width, dash=dash)
-            elif entry.kind == "rect":
-                self.canvas.rect(x + 3, y - 3.5, 8, 7, fill=entry.color)
-            else:
-                self.canvas.marker(x + 7, y, "o", color=entry.color, hollow=entry.kind == "hollow")
-            self.canvas.text(x + 18, y, entry.label, size=size)
+            self.canvas.rect(x - 3, self.box.top + 2, width - 2, height, fill="#ffffff", stroke=GRID)
+        legend_at(self.canvas, x, self.box.top + 6, entries, size=size)
+
+
+def legend_at(
+    canvas: Canvas, x: float, y: float, entries: Sequence[Legend], *, columns: int = 1, size: float = 7.0
+) -> None:
+    """Legend entries from (x, y), the first line's middle: top down, or `columns` to a line."""
+    step = max((legend_width([e], size) + 10 for e in entries), default=0.0)
+    for index, entry in enumerate(e for e in entries if e.label):
+        left, middle = x + (index % columns) * step, y + (index // columns) * (size + 4)
+        if entry.kind == "line":
+            canvas.line(left, middle, left + 14, middle, stroke=entry.color, width=entry.width, dash=entry.dash)
+        elif entry.kind == "rect":
+            canvas.rect(left + 3, middle - 3.5, 8, 7, fill=entry.color)
+        else:
+            canvas.marker(left + 7, middle, "o", color=entry.color, hollow=entry.kind == "hollow")
+        canvas.text(left + 18, middle, entry.label, size=size)
 
 
 def legend_width(entries: Sequence[Legend], size: float = 7.0) -> float:
