@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 __all__ = (
     "FRAME",
@@ -178,18 +178,16 @@ class Canvas:
 
     def __init__(self, width: float, height: float) -> None:
         self.width, self.height = width, height
-        self._parts: list[Markup] = []
+        self._parts: list[str] = []
 
     def _add(self, tag: str, attrs: _Attrs, text: str | None = None) -> None:
-        pairs = Markup("").join(
-            Markup(' {}="{}"').format(Markup(k.replace("_", "-")), _n(v) if isinstance(v, float | int) else v)
+        """One element; every attribute value and the text go through `escape` (tags and names are ours)."""
+        pairs = "".join(
+            f' {k.replace("_", "-")}="{_n(v) if isinstance(v, float | int) else escape(v)}"'
             for k, v in attrs.items()
             if v is not None
         )
-        if text is None:
-            self._parts.append(Markup("<{}{}/>").format(Markup(tag), pairs))
-        else:
-            self._parts.append(Markup("<{0}{1}>{2}</{0}>").format(Markup(tag), pairs, _clean(text)))
+        self._parts.append(f"<{tag}{pairs}/>" if text is None else f"<{tag}{pairs}>{escape(_clean(text))}</{tag}>")
 
     def rect(self, x: float, y: float, w: float, h: float, *, fill: str, stroke: str | None = None) -> None:
         self._add("rect", {"x": x, "y": y, "width": max(w, 0.0), "height": max(h, 0.0), "fill": fill, "stroke": stroke})
@@ -244,7 +242,7 @@ class Canvas:
             'height="{}pt" viewBox="0 0 {} {}" font-family="sans-serif" fill="{}">'
         ).format(_clean(label), _n(self.width), _n(self.height), _n(self.width), _n(self.height), INK)
         background = Markup('<rect width="100%" height="100%" fill="#ffffff"/>')
-        return head + background + Markup("").join(self._parts) + Markup("</svg>")
+        return head + background + Markup("".join(self._parts)) + Markup("</svg>")  # each part escaped in _add
 
 
 @dataclass(frozen=True)
