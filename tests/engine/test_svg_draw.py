@@ -4,7 +4,10 @@ where a hand count puts them."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +17,7 @@ from markupsafe import Markup
 from engine.report._histogram import Bar, BarPanel, Histogram, histogram_html
 from engine.report._svg_draw import Axes, Box, Canvas, Legend, Scale, colormap, fit, nice_ticks, tick_label
 
+ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
 PLANTED = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 PRINTABLE = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)
@@ -130,3 +134,31 @@ def test_scales_map_linearly_hold_the_edges_and_fit_pads_the_data() -> None:
 def test_colormaps_run_light_to_dark_through_their_stops() -> None:
     assert (colormap("Blues", 0.0), colormap("Blues", 0.5), colormap("Blues", 1.0)) == ("#f7fbff", "#6baed6", "#08306b")
     assert colormap("Reds", -1.0) == "#fff5f0" and colormap("Reds", 2.0) == "#67000d"
+
+
+def test_drawing_every_plot_kind_imports_no_plotting_library() -> None:
+    """The report's plots come from this writer: matplotlib cost half a second of every run to import."""
+    probe = """
+import sys
+from markupsafe import Markup
+from engine.report._blocks import Heatmap
+from engine.report._dots import Dot, DotPanel, Dots, DotSeries
+from engine.report._grid import GridPanel, HeatGrid
+from engine.report._histogram import Bar, BarPanel, Histogram
+from engine.report._html_blocks import html_blocks
+from engine.report._survival import Curve, CurvePoint, Survival
+import engine.tools.loadtest._html, engine.tools._compare_report
+from engine.report._blocks import Table
+numbers = Table(("a",), (("1",),))
+html_blocks([
+    Heatmap(("r",), ("c",), ((1.0,),), (numbers,), key="h", caption="c", xlabel="x", ylabel="y"),
+    Dots((DotPanel(("r",), (DotSeries("s", (Dot(0.5, 0.4, 0.6),)),)),), (numbers,), key="d", caption="c"),
+    HeatGrid(("r",), ("c",), (GridPanel("p", ((1.0,),)),), numbers, key="g", caption="c"),
+    Histogram((BarPanel((Bar("b", 1.0),), "n"),), (numbers,), key="b", caption="c"),
+    Survival((Curve("all", (CurvePoint(1, 0.5),), "pooled"),), (numbers,), key="s", caption="c", xlabel="t",
+             ylabel="S"),
+])
+loaded = sorted({m.split(".")[0] for m in sys.modules} & {"matplotlib", "PIL"})
+assert not loaded, loaded
+"""
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, capture_output=True)
