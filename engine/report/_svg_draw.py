@@ -328,8 +328,9 @@ class Axes:
     def vline(self, x: float, *, color: str, width: float = 1.0, dash: str | None = None) -> None:
         self.canvas.line(self.x(x), self.box.top, self.x(x), self.box.bottom, stroke=color, width=width, dash=dash)
 
-    def text(self, x: float, y: float, text: str, **style: object) -> None:
-        self.canvas.text(self.x(x), self.y(y), text, anchor="middle", **style)  # type: ignore[arg-type]
+    def text(self, x: float, y: float, text: str, *, size: float = 8.0, color: str = INK, bold: bool = False) -> None:
+        """Text centred on a data point (a cell's value)."""
+        self.canvas.text(self.x(x), self.y(y), text, size=size, anchor="middle", color=color, bold=bold)
 
     def grid(self, *, xs: Sequence[float] = (), ys: Sequence[float] = ()) -> None:
         for x in xs:
