@@ -251,7 +251,7 @@ class Legend:
 
     label: str
     color: str
-    kind: Literal["line", "dot", "rect", "hollow"] = "line"
+    mark: Literal["line", "dot", "rect", "hollow"] = "line"
     width: float = 1.5
     dash: str | None = None
 
@@ -406,12 +406,12 @@ def legend_at(
     step = max((legend_width([e], size) + 10 for e in entries), default=0.0)
     for index, entry in enumerate(e for e in entries if e.label):
         left, middle = x + (index % columns) * step, y + (index // columns) * (size + 4)
-        if entry.kind == "line":
+        if entry.mark == "line":
             canvas.line(left, middle, left + 14, middle, stroke=entry.color, width=entry.width, dash=entry.dash)
-        elif entry.kind == "rect":
+        elif entry.mark == "rect":
             canvas.rect(left + 3, middle - 3.5, 8, 7, fill=entry.color)
         else:
-            canvas.marker(left + 7, middle, "o", color=entry.color, hollow=entry.kind == "hollow")
+            canvas.marker(left + 7, middle, "o", color=entry.color, hollow=entry.mark == "hollow")
         canvas.text(left + 18, middle, entry.label, size=size)
 
 
