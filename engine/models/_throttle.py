@@ -20,13 +20,13 @@ from engine.core._errors import QuotaExhausted
 __all__ = ("Throttle", "bucket_shape")
 
 
-def bucket_shape(per_minute: float, *, min_capacity: float = 1.0, period_s: float = 1.0) -> tuple[float, float]:
+def bucket_shape(per_minute: float, *, min_capacity: float = 1.0) -> tuple[float, float]:
     """`(capacity, period_s)` for a bucket that drains `per_minute` evenly with the smallest burst possible.
 
-    The period is `period_s` (one second) unless the rate is so low that its share is below `min_capacity`.
+    The period is one second unless the rate is so low that a second's share is below `min_capacity`.
     """
     per_second = per_minute / 60.0
-    period = max(period_s, min_capacity / per_second)
+    period = max(1.0, min_capacity / per_second)
     return max(min_capacity, per_second * period), period
 
 
@@ -44,10 +44,10 @@ class _Bucket:
             remaining -= chunk
 
 
-def _bucket(per_minute: float | None, min_capacity: float = 1.0, period_s: float = 1.0) -> _Bucket | None:
+def _bucket(per_minute: float | None, min_capacity: float = 1.0) -> _Bucket | None:
     if per_minute is None:
         return None
-    capacity, period = bucket_shape(per_minute, min_capacity=min_capacity, period_s=period_s)
+    capacity, period = bucket_shape(per_minute, min_capacity=min_capacity)
     return _Bucket(AsyncLimiter(capacity, period), capacity)
 
 
