@@ -3,6 +3,7 @@ a killed worker's shards played again, one rate budget per endpoint across worke
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,30 @@ async def test_a_load_test_across_two_ray_workers_loses_nothing(ray_cluster: Any
     assert sorted(row.conversation for row in rows) == list(range(10)), "the schedule, split without loss"
     assert stats.requests == len(rows) and all(row.ok for row in rows)
     assert max(row.dispatched for row in rows) < 1.0, "one shared start: no worker's schedule runs late"
+
+
+async def test_a_load_test_on_ray_shows_the_workers_summed_live(ray_cluster: Any) -> None:
+    """The live line polls each Ray worker's counters once a second and shows their sum, as for local workers."""
+    import io
+
+    from rich.console import Console
+
+    from engine.tools.loadtest._config import LoadConfig
+    from engine.tools.loadtest._progress import ConsoleProgress
+    from engine.tools.loadtest._run import load_items
+    from engine.tools.loadtest._workers import run_step
+
+    sink = io.StringIO()
+    async with LoopbackServer(ServeOptions(latency_s=0.01)) as server:
+        config = LoadConfig(
+            target=server.base_url, model="sim-tutor", arrival="constant", rate=8.0, duration_s=3.0, turns=1,
+            think_time_s=0.0, workers=2, executor="ray",
+        )  # fmt: skip
+        progress = ConsoleProgress(Console(file=sink), interval_s=0.25)
+        rows, _ = await run_step(config, load_items(config), rate=config.rate, step=0, progress=progress)
+    sent = [int(found) for found in re.findall(r"requests (\d+) ", sink.getvalue())]
+    assert sent and max(sent) > 0 and sent == sorted(sent), sink.getvalue()
+    assert max(sent) <= len(rows)
 
 
 def test_a_load_test_without_ray_exits_2_saying_how_to_install(
