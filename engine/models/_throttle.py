@@ -7,9 +7,8 @@ drew 429s on 40% of requests against a 600/min server; `AsyncLimiter(10, 1)` on 
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 
 import anyio
@@ -63,7 +62,8 @@ class Throttle:
     ) -> None:
         self._requests = _bucket(rpm)
         self._tokens = _bucket(tpm, min_capacity=4096.0)
-        self._in_flight = anyio.CapacityLimiter(max_in_flight or math.inf)
+        self._in_flight = anyio.CapacityLimiter(max_in_flight) if max_in_flight else None
+        """None when unbounded: a limiter of infinite size still costs two event-loop round trips per call."""
         self._not_before = 0.0
         self.exhausted: QuotaExhausted | None = None
         """Set once the endpoint reports quota exhaustion: later calls fail at once instead of retrying."""
@@ -85,7 +85,7 @@ class Throttle:
         wait = self._not_before - anyio.current_time()
         if wait > 0:
             await anyio.sleep(wait)
-        async with self._in_flight:
+        async with self._in_flight or nullcontext():
             if self._requests is not None:
                 await self._requests.take(1)
             if self._tokens is not None:
