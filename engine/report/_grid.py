@@ -59,7 +59,7 @@ def shade(
         for j, (value, text) in enumerate(zip(row, row_texts, strict=True)):
             if value is not None:
                 share = (value - low) / (high - low) if high > low else 0.0
-                ax.area(j - 0.5, j + 0.5, i - 0.5, i + 0.5, fill=colormap(cmap, share))
+                ax.area(j - 0.5, j + 0.5, i - 0.5, i + 0.5, fill=colormap(cmap, share), seamless=True)
             if text:
                 color = "#ffffff" if value is not None and value > light_above else "#000000"
                 ax.text(j, i, text, size=8, color=color, bold=bold_diagonal and i == j)
@@ -72,7 +72,7 @@ def colorbar(canvas: Canvas, box: Box, *, cmap: str, scale: tuple[float, float],
     for k in range(steps):
         low = scale[0] + (scale[1] - scale[0]) * k / steps
         high = scale[0] + (scale[1] - scale[0]) * (k + 1) / steps
-        ax.area(0.0, 1.0, low, high, fill=colormap(cmap, (k + 0.5) / steps))
+        ax.area(0.0, 1.0, low, high, fill=colormap(cmap, (k + 0.5) / steps), seamless=True)
     canvas.rect(box.left, box.top, box.right - box.left, box.bottom - box.top, fill="none", stroke=FRAME)
     ticks = ax.y.ticks(5)
     ax.yticks(ticks, right=True)
@@ -112,11 +112,12 @@ def heatmap_html(block: Heatmap, numbers: Markup) -> Markup:
     texts = _cell_texts(block)
     cell = max([36.0, *(text_width(t, 8) + 8 for row in texts for t in row)])
     left = max((text_width(label, 7) for label in block.row_labels), default=0.0) + 10 + (14 if block.ylabel else 0)
-    slant = 0.0 if block.columns_on_top else max((text_width(c, 7) for c in block.column_labels), default=0.0) * 0.71
-    top, bottom = (22.0 if block.columns_on_top else 8.0), 16 + slant + (14 if block.xlabel else 0)
-    width = min(540.0, left + cell * columns + 90)
-    canvas = Canvas(width, top + 20 * rows + bottom)
-    box = Box(left, top, width - 90, top + 20 * rows)
+    slant = 0.0 if block.columns_on_top else max((text_width(c, 7) for c in block.column_labels), default=0.0) * 0.64
+    top, bottom = (22.0 if block.columns_on_top else 8.0), 14 + slant + (14 if block.xlabel else 0)
+    width = 540.0 if block.cells is not None else min(540.0, left + cell * columns + 90)  # own texts: full width
+    height = 22.0 if block.cells is not None else 20.0
+    canvas = Canvas(width, top + height * rows + bottom)
+    box = Box(left, top, width - 90, top + height * rows)
     ax = Axes(canvas, box, (-0.5, columns - 0.5), (0.0, 1.0))
     peak = max((v for values in block.values for v in values if v is not None), default=0)
     scale = (0.0, float(block.vmax if block.vmax is not None else peak) or 1.0)

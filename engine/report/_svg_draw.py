@@ -316,11 +316,12 @@ class Axes:
         for y in (y1, y2):
             self.canvas.line(x - cap, y, x + cap, y, stroke=color, width=width)
 
-    def area(self, x1: float, x2: float, y1: float, y2: float, *, fill: str) -> None:
-        """A filled rectangle between two data corners (a bar, a cell, a band)."""
+    def area(self, x1: float, x2: float, y1: float, y2: float, *, fill: str, seamless: bool = False) -> None:
+        """A filled rectangle between two data corners (a bar, a cell, a band); `seamless` outlines it in its
+        own colour, so abutting cells show no hairline gaps."""
         left, right = sorted((self.x(x1), self.x(x2)))
         top, bottom = sorted((self.y(y1), self.y(y2)))
-        self.canvas.rect(left, top, right - left, bottom - top, fill=fill)
+        self.canvas.rect(left, top, right - left, bottom - top, fill=fill, stroke=fill if seamless else None)
 
     def hline(self, y: float, *, color: str, width: float = 1.0, dash: str | None = None) -> None:
         self.canvas.line(self.box.left, self.y(y), self.box.right, self.y(y), stroke=color, width=width, dash=dash)
