@@ -1,5 +1,5 @@
 # Two commands do all the set-up: `make run` installs simrun with its runtime dependencies into .venv and runs a
-# scenario; `make test` adds the dev extra (pytest, mypy, ruff, hypothesis, playwright) and runs the checks.
+# scenario; `make test` adds the dev extra (pytest, mypy, ruff, hypothesis, playwright, matplotlib) and runs the checks.
 # `make test EXTRAS=dev,ray` (what CI runs) also installs Ray, so the tests marked `ray` run instead of skipping.
 # pip's own output is kept, so every package shows as it is collected and installed.
 PY ?= python3
@@ -25,7 +25,7 @@ $(RUNTIME): pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(DEV): $(RUNTIME)
-	@echo "==> [3/3] installing the extras $(EXTRAS): pytest, hypothesis, mypy, ruff, playwright (dev), Ray (ray)"
+	@echo "==> [3/3] installing the extras $(EXTRAS): pytest, hypothesis, mypy, ruff, playwright, matplotlib (dev), Ray (ray)"
 	$(PIP) -e '.[$(EXTRAS)]'
 	@touch $@
 

@@ -12,7 +12,7 @@ from engine import (
     BadModelOutput,
     Episode,
     EpisodeContext,
-    Item,
+    InputMemo,
     RequestContext,
     Utterance,
     check_template,
@@ -60,30 +60,30 @@ class ScriptedStudent:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self._checked: dict[tuple[int, tuple[tuple[str, str], ...]], Item] = {}
+        self._checked = InputMemo()
 
     def preflight(self, episode: Episode, /) -> None:
         """Render the utterances for a planned episode, so a missing variable fails before any call (once per
-        item and condition: replicates render alike)."""
-        key = (id(episode.item), tuple(sorted(episode.condition.items())))
-        if self._checked.get(key) is episode.item:  # the item is kept, so its id cannot be reused meanwhile
-            return
-        for utterance in self.options.utterances or ():
-            render(utterance, {"item": episode.item, "condition": dict(episode.condition)})
-        self._checked[key] = episode.item
+        distinct input: replicates render alike)."""
+        self._checked.get("preflight", episode, lambda: self._rendered(episode))
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
-        script = ctx.once("scripted.script", lambda: self._script(ctx))
+        key = ("scripted.script", tuple(self.options.utterances or ()))
+        script = ctx.per_input(key, lambda: self._script(ctx))
         index = _student_turns(ctx)
         return Utterance(script[index]) if index < len(script) else None
 
     def _script(self, ctx: EpisodeContext) -> list[str]:
         item = ctx.episode.item
         if self.options.utterances is not None:
-            script = [render(u, {"item": item, "condition": dict(ctx.condition)}) for u in self.options.utterances]
+            script = self._rendered(ctx.episode)
         else:
             script = [str(u) for u in item.data.get("script", [item.question])]
         return script[:1] if ctx.condition.get("format") == "single" else script
+
+    def _rendered(self, episode: Episode) -> list[str]:
+        variables = {"item": episode.item, "condition": dict(episode.condition)}
+        return [render(utterance, variables) for utterance in self.options.utterances or ()]
 
 
 class AttackerTurn(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from engine import TUTORS, Episode, EpisodeContext, RequestContext, Utterance, check_template, render
+from engine import TUTORS, Episode, EpisodeContext, InputMemo, RequestContext, Utterance, check_template, render
 
 __all__ = ("DEFAULT_TUTOR_PROMPT", "ModelTutor", "check_template", "render", "system_prompt_for", "tutor_messages")
 
@@ -24,9 +24,10 @@ def system_prompt_for(episode: Episode, template: str) -> str:
 
 
 def tutor_messages(ctx: EpisodeContext, system_prompt: str) -> list[dict[str, str]]:
-    """The conversation as the tutor sees it: its system prompt (rendered once per episode), then only the turns
-    visible to it."""
-    system = ctx.once(("tutor.system_prompt", system_prompt), lambda: system_prompt_for(ctx.episode, system_prompt))
+    """The conversation as the tutor sees it: its system prompt (rendered once per distinct input of the run),
+    then only the turns visible to it."""
+    key = ("tutor.system_prompt", system_prompt)
+    system = ctx.per_input(key, lambda: system_prompt_for(ctx.episode, system_prompt))
     messages = [{"role": "system", "content": system}]
     for turn in ctx.visible_turns():
         messages.append({"role": "user" if turn.role == "student" else "assistant", "content": turn.text})
@@ -48,10 +49,12 @@ class ModelTutor:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        self._checked = InputMemo()
 
     def preflight(self, episode: Episode, /) -> None:
-        """Render the system prompt for a planned episode, so a missing variable fails before any call."""
-        system_prompt_for(episode, self.options.system_prompt)
+        """Render the system prompt for a planned episode, so a missing variable fails before any call (once per
+        distinct input: replicates render alike)."""
+        self._checked.get("preflight", episode, lambda: system_prompt_for(episode, self.options.system_prompt))
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance:
         client = ctx.clients["tutor"]

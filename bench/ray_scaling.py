@@ -7,9 +7,10 @@ Run: the shipped crescendo scenario on the sim provider, `--episodes` episodes, 
 workers; the start-up (actors starting, importing the engine) is the time to the first record, the cost per
 episode the time from the first record to the last over the episodes in between. Every figure is a wall-clock
 time on a shared machine: run it on an idle one.
-Rate: the tutor on a loopback `simrun serve` at its own limit (a minute's window), budgeted at `--rate`
-requests/s, locally and on 2 Ray workers: the achieved rate over the middle half of the requests and the 429s.
-Run: `python -m bench.ray_scaling [--seeds 96] [--episodes 200] [--ray-address auto]`.
+Rate: the tutor on a loopback `simrun serve` at its own limit, `--rate` requests/s over a `--window` of 6 s (a
+minute's limit with time running 10x fast, so the run crosses several windows), budgeted at that rate, locally
+and on 2 Ray workers: the achieved rate over the middle half of the requests and the 429s.
+Run: `python -m bench.ray_scaling [--seeds 96] [--episodes 200] [--ray-address auto] [--parts study,run,rate]`.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def overhead(episodes: int, address: str | None) -> None:
             )
 
 
-async def _rate(per_second: float, workers: int, executor: str) -> tuple[float, int, int]:
+async def _rate(per_second: float, window_s: float, workers: int, executor: str) -> tuple[float, int, int]:
     """Achieved request rate in the middle of a run whose tutor is budgeted at `per_second`, with 429s and sent."""
     import os
 
@@ -98,7 +99,7 @@ async def _rate(per_second: float, workers: int, executor: str) -> tuple[float, 
 
     os.environ.setdefault("SIMRUN_BENCH_KEY", "sk-bench-not-a-real-key")
     samples: list[tuple[float, int]] = []
-    async with LoopbackServer(ServeOptions(rpm=int(per_second * 60), window_s=60.0)) as server:
+    async with LoopbackServer(ServeOptions(rpm=round(per_second * window_s), window_s=window_s)) as server:
         tutor = {"model": "openai/sim-tutor", "base_url": server.base_url, "api_key_env": "SIMRUN_BENCH_KEY"}
         scenario = engine.load_scenario(
             ROOT / "scenarios" / "crescendo.yaml",
@@ -124,12 +125,13 @@ async def _rate(per_second: float, workers: int, executor: str) -> tuple[float, 
     return achieved, stats.by_status.get(429, 0), stats.requests
 
 
-def rate(per_second: float) -> None:
+def rate(per_second: float, window_s: float) -> None:
     import anyio
 
-    print(f"\nrate: the tutor budgeted at {per_second:g} requests/s against `simrun serve --rpm {per_second * 60:g}`")
+    limit = f"--rpm {round(per_second * window_s)} --window {window_s:g}"
+    print(f"\nrate: the tutor budgeted at {per_second:g} requests/s against `simrun serve {limit}`")
     for executor, workers in (("local", 1), ("ray", 2)):
-        achieved, limited, sent = anyio.run(_rate, per_second, workers, executor, backend="asyncio")
+        achieved, limited, sent = anyio.run(_rate, per_second, window_s, workers, executor, backend="asyncio")
         print(
             f"  {executor}, {workers} worker(s)    {achieved:6.2f} requests/s in the middle half "
             f"({achieved / per_second - 1:+.1%}), {limited} 429s of {sent}"
@@ -142,14 +144,22 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--ray-address", default=None, help="a running cluster (auto, ray://HOST:PORT)")
     parser.add_argument("--rate", type=float, default=20.0, help="tutor budget in requests/s for the rate check")
+    parser.add_argument("--window", type=float, default=6.0, help="the server's window in seconds for the rate check")
+    parser.add_argument("--parts", default="study,run,rate", help="which parts to run (study,run,rate)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if parts - {"study", "run", "rate"}:
+        parser.error("--parts is a subset of study,run,rate")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     from engine.runtime._ray import connect
 
     connect(args.ray_address)
-    study(args.seeds, args.ray_address)
-    overhead(args.episodes, args.ray_address)
-    rate(args.rate)
+    if "study" in parts:
+        study(args.seeds, args.ray_address)
+    if "run" in parts:
+        overhead(args.episodes, args.ray_address)
+    if "rate" in parts:
+        rate(args.rate, args.window)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,8 @@ class LeanChat:
         extra: dict[str, Any] = {"seed": request.seed}
         if request.json_output and "response_format" not in params:
             extra["response_format"] = {"type": "json_object"}
-        body = chat_body(self.spec.name, [dict(m) for m in request.messages], params, **extra)
+        messages = [m if type(m) is dict else dict(m) for m in request.messages]  # a copy only where orjson needs one
+        body = chat_body(self.spec.name, messages, params, **extra)
         text, usage = read_completion(self.spec.model, await self._post(self.http.url, body))
         return ChatReply(text=text, usage=usage, model=self.spec.model)
 

@@ -1,14 +1,19 @@
-"""One RPM/TPM budget per endpoint across a Ray cluster: a budget actor leases small slices to the workers.
+"""One RPM/TPM budget per endpoint across a Ray cluster: a budget actor leases paced slices to the workers.
 
 Each worker's `LeasedThrottle` spends permits it has leased from the endpoint's `EndpointBudget` actor and asks
-for more only when they run out, so the actor is off the per-request path when the rate is high. The actor
-drains buckets made by the local `Throttle`'s `bucket_shape`, so N workers together keep the configured rate.
-A lease is what the worker's waiting calls need, at most about 100 ms of the rate (or the one call that needs
-more): what a worker may send during a pause it has not heard of yet is that slice.
+for more only when they run out, so the actor is off the per-request path when the rate is high. A lease is what
+the worker's waiting calls need, at most about 100 ms of the rate (or the one call that needs more), and it comes
+with the spacing its permits must keep: the cluster sends at an even pace, never a slice at once.
 
-A Retry-After seen by any worker pauses the endpoint's budget (no lease is granted before it ends); quota
-exhaustion seen by any worker is kept by the actor and fails every worker's next call to that endpoint.
-No module here imports Ray: the executor wraps these classes with `ray.remote`.
+Why pace rather than share a token bucket: a server that admits N requests per W seconds (a sliding window, as
+`simrun serve --rpm` and many APIs do) answers any burst above the rate with 429s, and a bucket's burst is its
+capacity. Paced at `1 - HEADROOM` of the configured rate with no burst, any window of W seconds holds fewer than
+the limit as long as sends are late by less than `W * HEADROOM` (0.6 s for a minute's window, 90 ms for 6 s).
+
+A Retry-After seen by any worker pauses the endpoint's budget (no lease is granted before it ends, and leases
+already scheduled are scheduled again after it); quota exhaustion seen by any worker is kept by the actor and
+fails every worker's next call to that endpoint. No module here imports Ray: the executor wraps these classes
+with `ray.remote`.
 """
 
 from __future__ import annotations
@@ -19,16 +24,17 @@ from typing import Any
 import anyio
 
 from engine.core._errors import QuotaExhausted
-from engine.models._throttle import Throttle, _Bucket, _bucket
+from engine.models._throttle import Throttle, _Bucket
 
-__all__ = ("LEASES_IN_FLIGHT", "SLICE_S", "EndpointBudget", "LeasedThrottle", "endpoint_label")
+__all__ = ("HEADROOM", "LEASES_IN_FLIGHT", "SLICE_S", "EndpointBudget", "LeasedThrottle", "Pace", "endpoint_label")
 
 SLICE_S = 0.1
 """Seconds of an endpoint's rate leased at once."""
+HEADROOM = 0.015
+"""Share of the configured rate the cluster leaves unused, so send jitter cannot push a window over its limit."""
 LEASES_IN_FLIGHT = 1
-"""Leases one worker waits for at once, per endpoint and kind. More let a lease round trip bound the rate less,
-but permits then come back in clumps: at 20 requests/s against a 3-s window, 4 drew 2-5 429s past the first
-window where 1 drew none."""
+"""Leases one worker waits for at once, per endpoint and kind: a worker asks for the next as soon as its waiting
+calls have reserved the last permit, so one in flight keeps the schedule full."""
 
 
 def endpoint_label(endpoint: tuple[str, str | None, str | None, str]) -> str:
@@ -36,41 +42,60 @@ def endpoint_label(endpoint: tuple[str, str | None, str | None, str]) -> str:
     return "|".join(part or "" for part in endpoint)
 
 
-class EndpointBudget:
-    """A Ray actor (async) holding one endpoint's RPM and TPM buckets for the whole cluster.
+class Pace:
+    """Virtual scheduling with no burst: each grant starts where the previous one ends, at `per_minute`.
 
-    Its buckets hold one slice, not a second's share, and start full: a window after an idle spell then carries
-    at most a slice more than the rate, where a local throttle allows a second's more, and the first window none.
-    A lease returns as soon as its first permit is there, with what else is free at that instant, so permits are
-    sent when they are granted rather than saved up over a slice and sent together.
+    aiolimiter's bucket can only hand over permits that are free now, so a slice would leave together; this
+    reserves the slice's time instead, and the permits carry their spacing to the worker.
     """
 
+    def __init__(self, per_minute: float) -> None:
+        self.spacing = 60.0 / (per_minute * (1.0 - HEADROOM))
+        """Seconds per permit (per request, or per token)."""
+        self._next_at = 0.0
+
+    def reserve(self, amount: float, now: float) -> float:
+        """When `amount` permits asked for at `now` may start; their time is reserved at once."""
+        start = max(now, self._next_at)
+        self._next_at = start + amount * self.spacing
+        return start
+
+    def resume_at(self, at: float) -> None:
+        """Nothing before `at` (a Retry-After), and no burst after it."""
+        self._next_at = at
+
+
+class EndpointBudget:
+    """A Ray actor (async) holding one endpoint's RPM and TPM pace for the whole cluster."""
+
     def __init__(self, *, rpm: float | None, tpm: float | None) -> None:
-        self._buckets = {"requests": _bucket(rpm, period_s=SLICE_S), "tokens": _bucket(tpm, 4096.0, SLICE_S)}
-        self._filled: set[str] = set()
+        self._paces = {"requests": _pace(rpm), "tokens": _pace(tpm)}
+        self._slices = {"requests": (rpm or 0) / 60 * SLICE_S, "tokens": (tpm or 0) / 60 * SLICE_S}
         self._not_before = 0.0
+        self._holds = 0
         self._exhausted: str | None = None
         self.granted = {"requests": 0.0, "tokens": 0.0}
 
     async def lease(self, kind: str, need: float, want: float) -> dict[str, Any]:
-        """`need` permits of `kind` (`requests` or `tokens`) once the rate allows, and up to `want` if free now."""
-        bucket = self._buckets[kind]
-        await self._paused()
-        granted = max(need, want)
-        if bucket is not None and self._exhausted is None:
-            if kind not in self._filled:  # no opening burst: the first permits come at the rate
-                self._filled.add(kind)
-                await bucket.take(bucket.capacity)
-            await bucket.take(need)
-            granted, step = need, max(1.0, bucket.capacity / 8)
-            while granted + step <= want and bucket.limiter.has_capacity(step):
-                await bucket.limiter.acquire(step)
-                granted += step
-            await self._paused()  # a Retry-After that came while this lease waited for the rate
+        """`need` permits of `kind` (`requests` or `tokens`), and up to `want` (at most a slice), paced.
+
+        Returns when the first permit is due, with `spacing`, the seconds each permit is worth after it.
+        """
+        pace = self._paces[kind]
+        granted = max(need, min(want, self._slices[kind]))
+        while self._exhausted is None:
+            await self._paused()
+            if pace is None:
+                break
+            holds = self._holds
+            now = time.monotonic()
+            await anyio.sleep(pace.reserve(granted, now) - now)
+            if holds == self._holds:  # no Retry-After came while this lease waited for its time
+                break
         if self._exhausted is not None:
-            return {"granted": 0.0, "exhausted": self._exhausted}
+            return {"granted": 0.0, "spacing": 0.0, "exhausted": self._exhausted}
         self.granted[kind] += granted
-        return {"granted": granted, "exhausted": self._exhausted}
+        return {"granted": granted, "spacing": pace.spacing if pace else 0.0, "exhausted": None}
 
     async def _paused(self) -> None:
         while True:  # a hold may be extended while it is waited out
@@ -80,9 +105,12 @@ class EndpointBudget:
             await anyio.sleep(wait)
 
     def hold(self, seconds: float) -> None:
-        """A worker met Retry-After: no lease for anyone before it has passed, and no burst once it has."""
+        """A worker met Retry-After: no lease for anyone before it has passed, then the pace resumes from there."""
         self._not_before = max(self._not_before, time.monotonic() + seconds)
-        self._filled.clear()
+        self._holds += 1
+        for pace in self._paces.values():
+            if pace is not None:
+                pace.resume_at(self._not_before)
 
     def exhaust(self, message: str) -> None:
         self._exhausted = self._exhausted or message
@@ -91,44 +119,63 @@ class EndpointBudget:
         return {"granted": dict(self.granted), "exhausted": self._exhausted}
 
 
-class _LeasedBucket(_Bucket):
-    """The `_Bucket` interface over permits leased from the budget actor.
+def _pace(per_minute: float | None) -> Pace | None:
+    return None if per_minute is None else Pace(per_minute)
 
-    A lease asks for what the callers waiting here need, up to a slice, so permits are spent as they arrive;
-    one not spent within a slice's time lapses, so no worker can save permits up and spend them in a burst.
-    A few leases may be in flight at once, so a lease's round trip does not bound a worker's rate.
+
+class _LeasedBucket(_Bucket):
+    """The `_Bucket` interface over paced permits leased from the budget actor.
+
+    A lease asks for what the callers waiting here need, up to a slice. Each caller reserves the next permit's
+    time at once and sleeps until it, so permits leave at the lease's spacing; what a lease left unspent lapses a
+    slice after its last permit was due, so no worker can save permits up and spend them in a burst.
     """
 
     def __init__(self, throttle: LeasedThrottle, kind: str, per_minute: float) -> None:
         self._throttle, self._kind = throttle, kind
         self._slice = per_minute / 60 * SLICE_S
-        self._balance, self._leased_at, self._waiting = 0.0, 0.0, 0.0
+        self._balance, self._spacing, self._release_at, self._expires = 0.0, 0.0, 0.0, 0.0
+        self._waiting = 0.0
         self._leasing: anyio.CapacityLimiter | None = None
 
-    def _spend(self, amount: float) -> bool:
-        if time.monotonic() - self._leased_at > SLICE_S:
+    def _reserve(self, amount: float) -> float | None:
+        """Seconds until `amount` leased permits may be spent, reserving them; None when the lease falls short."""
+        now = time.monotonic()
+        if now > self._expires:
             self._balance = 0.0
         if self._balance < amount:
-            return False
+            return None
         self._balance -= amount
-        return True
+        start = max(now, self._release_at)
+        self._release_at = start + amount * self._spacing
+        return start - now
 
     async def take(self, amount: float) -> None:
         self._leasing = self._leasing or anyio.CapacityLimiter(LEASES_IN_FLIGHT)
         self._waiting += amount
         try:
-            while not self._spend(amount):
+            while (wait := self._reserve(amount)) is None:
                 async with self._leasing:
-                    if self._spend(amount):  # a lease that came back meanwhile covered this call
-                        return
+                    if (wait := self._reserve(amount)) is not None:  # a lease that came back meanwhile covers it
+                        break
                     want = max(amount, min(self._waiting, self._slice))
                     lease = await self._throttle.budget.lease.remote(self._kind, amount, want)
                     if lease["exhausted"] is not None:
                         self._throttle.quota_exhausted(lease["exhausted"])
-                    self._balance, self._leased_at = self._balance + lease["granted"], time.monotonic()
+                    self._receive(lease["granted"], lease["spacing"])
         finally:
             self._waiting -= amount
+        await anyio.sleep(wait)
         await self._throttle.paused()  # a Retry-After this worker met while the lease was on its way
+
+    def _receive(self, granted: float, spacing: float) -> None:
+        now = time.monotonic()
+        if now > self._expires:
+            self._balance = 0.0
+        self._balance += granted
+        self._spacing = spacing
+        self._release_at = max(self._release_at, now)  # the lease's first permit is due as it arrives
+        self._expires = self._release_at + self._balance * spacing + SLICE_S
 
 
 class LeasedThrottle(Throttle):

@@ -7,9 +7,8 @@ drew 429s on 40% of requests against a 600/min server; `AsyncLimiter(10, 1)` on 
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 
 import anyio
@@ -20,13 +19,13 @@ from engine.core._errors import QuotaExhausted
 __all__ = ("Throttle", "bucket_shape")
 
 
-def bucket_shape(per_minute: float, *, min_capacity: float = 1.0, period_s: float = 1.0) -> tuple[float, float]:
+def bucket_shape(per_minute: float, *, min_capacity: float = 1.0) -> tuple[float, float]:
     """`(capacity, period_s)` for a bucket that drains `per_minute` evenly with the smallest burst possible.
 
-    The period is `period_s` (one second) unless the rate is so low that its share is below `min_capacity`.
+    The period is one second unless the rate is so low that a second's share is below `min_capacity`.
     """
     per_second = per_minute / 60.0
-    period = max(period_s, min_capacity / per_second)
+    period = max(1.0, min_capacity / per_second)
     return max(min_capacity, per_second * period), period
 
 
@@ -44,10 +43,10 @@ class _Bucket:
             remaining -= chunk
 
 
-def _bucket(per_minute: float | None, min_capacity: float = 1.0, period_s: float = 1.0) -> _Bucket | None:
+def _bucket(per_minute: float | None, min_capacity: float = 1.0) -> _Bucket | None:
     if per_minute is None:
         return None
-    capacity, period = bucket_shape(per_minute, min_capacity=min_capacity, period_s=period_s)
+    capacity, period = bucket_shape(per_minute, min_capacity=min_capacity)
     return _Bucket(AsyncLimiter(capacity, period), capacity)
 
 
@@ -63,7 +62,8 @@ class Throttle:
     ) -> None:
         self._requests = _bucket(rpm)
         self._tokens = _bucket(tpm, min_capacity=4096.0)
-        self._in_flight = anyio.CapacityLimiter(max_in_flight or math.inf)
+        self._in_flight = anyio.CapacityLimiter(max_in_flight) if max_in_flight else None
+        """None when unbounded: a limiter of infinite size still costs two event-loop round trips per call."""
         self._not_before = 0.0
         self.exhausted: QuotaExhausted | None = None
         """Set once the endpoint reports quota exhaustion: later calls fail at once instead of retrying."""
@@ -85,7 +85,7 @@ class Throttle:
         wait = self._not_before - anyio.current_time()
         if wait > 0:
             await anyio.sleep(wait)
-        async with self._in_flight:
+        async with self._in_flight or nullcontext():
             if self._requests is not None:
                 await self._requests.take(1)
             if self._tokens is not None:

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from engine.report._svg import new_figure, plot
+from engine.report._svg import plot
+from engine.report._svg_draw import Axes, Box, Canvas, Legend, Marker, fit, legend_width, split, text_width
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
     from engine.report._blocks import Table
 
 __all__ = ("Dot", "DotPanel", "DotSeries", "Dots", "dots_html")
@@ -81,7 +80,7 @@ def _spread(dot: Dot) -> tuple[float, float]:
     assert dot.estimate is not None
     low = dot.estimate if dot.low is None else dot.low
     high = dot.estimate if dot.high is None else dot.high
-    return max(0.0, dot.estimate - low), max(0.0, high - dot.estimate)
+    return min(low, dot.estimate), max(high, dot.estimate)
 
 
 def _series(ax: Axes, panel: DotPanel, index: int, series: DotSeries) -> None:
@@ -92,11 +91,11 @@ def _series(ax: Axes, panel: DotPanel, index: int, series: DotSeries) -> None:
         if dot is None or dot.estimate is None:
             continue
         color = panel.highlight_color if dot.highlight else base
-        below, above = _spread(dot)
-        marker = "D" if dot.highlight and (panel.band is not None or panel.zero) else "o"
-        ax.errorbar([dot.estimate], [row + offset], xerr=[[below], [above]], fmt=marker, color=color, capsize=2, ms=4)
-    if count > 1:
-        ax.plot([], [], "o", color=base, label=series.name)
+        low, high = _spread(dot)
+        if high > low:
+            ax.whisker(row + offset, low, high, color=color)
+        marker: Marker = "D" if dot.highlight and (panel.band is not None or panel.zero) else "o"
+        ax.marker(dot.estimate, row + offset, marker, color=color)
 
 
 def _joined(ax: Axes, panel: DotPanel) -> None:
@@ -104,55 +103,83 @@ def _joined(ax: Axes, panel: DotPanel) -> None:
     for row, (a, b) in enumerate(zip(before, after, strict=True)):
         if a is None or b is None or a.estimate is None or b.estimate is None:
             continue
-        ax.plot([a.estimate, b.estimate], [row, row], color=_JOIN, linewidth=1.2)
-        ax.plot([a.estimate], [row], "o", color=_BEFORE, ms=4, mfc="white")
-        ax.plot([b.estimate], [row], "o", color=_COLORS[0], ms=4)
+        ax.line([a.estimate, b.estimate], [row, row], color=_JOIN, width=1.2)
+        ax.marker(a.estimate, row, color=_BEFORE, hollow=True)
+        ax.marker(b.estimate, row, color=_COLORS[0])
 
 
-def _panel(ax: Axes, panel: DotPanel, *, labels: bool) -> None:
+def _legend(panel: DotPanel) -> list[Legend]:
+    if len(panel.series) < 2 or panel.joined:
+        return []
+    return [Legend(s.name, _COLORS[i % len(_COLORS)], "dot") for i, s in enumerate(panel.series)]
+
+
+def _xlim(panels: tuple[DotPanel, ...]) -> tuple[float, float]:
+    values: list[float | None] = []
+    for panel in panels:
+        values += [*panel.lines, *(x for _, x in panel.ticks), *(panel.xticks or ())]
+        values += [0.0] if panel.zero or panel.band is not None else []
+        values += [-panel.band, panel.band] if panel.band is not None else []
+        for series in panel.series:
+            values += [v for d in series.dots if d is not None and d.estimate is not None for v in _spread(d)]
+    return fit(values)
+
+
+def _panel(ax: Axes, panel: DotPanel, *, labels: bool, xticks: bool) -> None:
+    ax.rows(len(panel.rows))
+    ticks = list(panel.xticks) if panel.xticks is not None else ax.x.ticks(6)
     if panel.band is not None:
-        ax.axvspan(-panel.band, panel.band, color=_BAND, zorder=0)
+        ax.area(-panel.band, panel.band, -0.5, len(panel.rows) - 0.5, fill=_BAND)
+    ax.grid(xs=ticks)
     if panel.band is not None or panel.zero:
-        ax.axvline(0, color=_INK, linewidth=0.8)
+        ax.vline(0, color=_INK, width=0.8)
     if panel.joined and len(panel.series) == 2:
         _joined(ax, panel)
     else:
         for index, series in enumerate(panel.series):
             _series(ax, panel, index, series)
     for x in panel.lines:
-        ax.axvline(x, color=_LINE, linestyle="--", linewidth=1)
+        ax.vline(x, color=_LINE, dash="4 2")
     for row, x in panel.ticks:
-        ax.plot([x, x], [row - 0.42, row + 0.42], color=_INK, linestyle="--", linewidth=1)
+        ax.line([x, x], [row - 0.42, row + 0.42], color=_INK, width=1.0, dash="3 2")
+    ax.frame()
     if labels:
-        ax.set_yticks(range(len(panel.rows)), panel.rows, fontsize=8)
-    ax.set_ylim(len(panel.rows) - 0.5, -0.5)
-    if panel.xlim is not None:
-        ax.set_xlim(*panel.xlim)
-    if panel.xticks is not None:
-        ax.set_xticks(list(panel.xticks))
-    ax.set_xlabel(panel.xlabel)
-    if panel.title:
-        ax.set_title(panel.title, fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
-    if len(panel.series) > 1 and not panel.joined:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.yticks(list(range(len(panel.rows))), panel.rows, size=8)
+    if xticks:
+        ax.xticks(ticks)
+        ax.xlabel(panel.xlabel)
+    ax.title(panel.title)
+    ax.legend(_legend(panel))
+
+
+def _layout(block: Dots, canvas: Canvas) -> list[Box]:
+    panels = block.panels
+    left = max((text_width(r, 8) for p in panels for r in p.rows), default=0.0) + 10
+    legend = max((legend_width(_legend(p)) for p in panels), default=0.0)
+    top = 20.0 if any(p.title for p in panels) else 8.0
+    bottom = 20.0 + (14 if any(p.xlabel for p in panels) else 0) + (14 if block.xlabel else 0)
+    area = Box(left, top, canvas.width - max(legend, 0) - 12, canvas.height - bottom)
+    if block.stacked:
+        gap = 8.0 + (20 if any(p.title for p in panels) else 0)
+        return split(area, len(panels), gap=gap, weights=[len(p.rows) + 0.5 for p in panels], across=False)
+    return split(area, len(panels), gap=14 + max(legend, 0))
 
 
 def dots_html(block: Dots, numbers: Markup) -> Markup:
     """The panels as one inline SVG followed by `numbers` (its tables, rendered by the caller)."""
     panels = block.panels
+    series = max((1 if p.joined else len(p.series) for p in panels), default=1)
     if block.stacked:
-        fig = new_figure(7.5, sum(0.3 * (len(p.rows) + 2) for p in panels) + 1.2)
-        axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True)[:, 0]
+        height = sum(15 * (len(p.rows) + 0.5) for p in panels) + 36 * len(panels) + 20
     else:
-        rows = max((len(p.rows) for p in panels), default=1)
-        series = max((1 if p.joined else len(p.series) for p in panels), default=1)
-        fig = new_figure(7.5, 0.34 * rows * max(1, series) ** 0.5 + 1.5)
-        axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    for index, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
-        _panel(ax, panel, labels=block.stacked or index == 0)
-        if block.stacked and index < len(panels) - 1:
-            ax.set_xlabel("")
-    if block.xlabel:
-        fig.supxlabel(block.xlabel, fontsize=8)
-    return plot(fig, key=block.key, caption=block.caption, numbers=numbers)
+        height = 15 * max((len(p.rows) for p in panels), default=1) * max(1, series) ** 0.5 + 60
+    canvas = Canvas(540, height)
+    boxes = _layout(block, canvas)
+    shared = _xlim(panels)
+    for index, (box, panel) in enumerate(zip(boxes, panels, strict=True)):
+        ax = Axes(canvas, box, panel.xlim or (_xlim((panel,)) if not block.stacked else shared), (0.0, 1.0))
+        last = not block.stacked or index == len(panels) - 1
+        _panel(ax, panel, labels=block.stacked or index == 0, xticks=last)
+    if block.xlabel and boxes:
+        canvas.text((boxes[0].left + boxes[-1].right) / 2, canvas.height - 8, block.xlabel, anchor="middle")
+    return plot(canvas, key=block.key, caption=block.caption, numbers=numbers)

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from engine.report._svg import new_figure, plot
+from engine.report._svg import plot
+from engine.report._svg_draw import Axes, Box, Canvas, nice_ticks, split, text_width, tick_label
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
     from engine.report._blocks import Table
 
 __all__ = ("Bar", "BarPanel", "Histogram", "histogram_html")
@@ -55,42 +54,80 @@ class Histogram:
     console: bool = False
 
 
-def _errors(panel: BarPanel) -> list[list[float]] | None:
-    if all(b.low is None and b.high is None for b in panel.bars):
-        return None
-    below = [max(0.0, b.value - (b.low if b.low is not None else b.value)) for b in panel.bars]
-    above = [max(0.0, (b.high if b.high is not None else b.value) - b.value) for b in panel.bars]
-    return [below, above]
+def _range(panel: BarPanel) -> tuple[float, float]:
+    if panel.limit is not None:
+        return panel.limit
+    values = [v for b in panel.bars for v in (b.value, b.low, b.high) if v is not None]
+    low, high = min([0.0, *values]), max([0.0, *values])
+    return (low, high + (high - low) * 0.05 or 1.0)
+
+
+def _spots(panel: BarPanel) -> list[float]:
+    return [float(i if b.at is None else b.at) for i, b in enumerate(panel.bars)]
+
+
+def _draw_bars(ax: Axes, panel: BarPanel) -> None:
+    """Bars 0.8 wide from 0, with their intervals: along x for a `horizontal` panel, else up from the x axis."""
+    spots = list(range(len(panel.bars))) if panel.horizontal else _spots(panel)
+    for spot, bar in zip(spots, panel.bars, strict=True):
+        if panel.horizontal:
+            ax.area(0.0, bar.value, spot - 0.4, spot + 0.4, fill=panel.color)
+        else:
+            ax.area(spot - 0.4, spot + 0.4, 0.0, bar.value, fill=panel.color)
+        low = bar.value if bar.low is None else min(bar.low, bar.value)
+        high = bar.value if bar.high is None else max(bar.high, bar.value)
+        if high > low:
+            ax.whisker(spot, low, high, color=panel.error_color, across=panel.horizontal)
+
+
+def _axes(canvas: Canvas, box: Box, panel: BarPanel) -> Axes:
+    values = _range(panel)
+    if panel.horizontal:
+        ax = Axes(canvas, box, values, (0.0, 1.0))
+        ax.rows(len(panel.bars))
+        return ax
+    spots = _spots(panel) or [0.0]
+    return Axes(canvas, box, (min(spots) - 0.6, max(spots) + 0.6), values)
 
 
 def _draw(ax: Axes, panel: BarPanel) -> None:
-    values = [b.value for b in panel.bars]
-    errors = _errors(panel)
+    labels = [b.label for b in panel.bars]
+    value_ticks = (ax.x if panel.horizontal else ax.y).ticks(5)
+    ax.grid(**({"xs": value_ticks} if panel.horizontal else {"ys": value_ticks}))
+    _draw_bars(ax, panel)
+    ax.frame()
     if panel.horizontal:
-        positions = list(range(len(panel.bars)))
-        ax.barh(positions, values, xerr=errors, color=panel.color, ecolor=panel.error_color, capsize=2)
-        ax.set_yticks(positions, [b.label for b in panel.bars])
-        ax.invert_yaxis()
-        if panel.limit is not None:
-            ax.set_xlim(*panel.limit)
-        ax.set_xlabel(panel.value_label)
-        ax.set_ylabel(panel.category_label)
+        ax.yticks(list(range(len(panel.bars))), labels)
+        ax.xticks(value_ticks)
+        ax.xlabel(panel.value_label)
+        ax.ylabel(panel.category_label, offset=_label_room(panel) + 4)
         return
-    spots = [float(i if b.at is None else b.at) for i, b in enumerate(panel.bars)]
-    ax.bar(spots, values, yerr=errors, color=panel.color, ecolor=panel.error_color, capsize=2)
+    spots = _spots(panel)
     if any(b.at is None for b in panel.bars):
-        ax.set_xticks(spots, [b.label for b in panel.bars])
-    if panel.limit is not None:
-        ax.set_ylim(*panel.limit)
-    ax.set_xlabel(panel.category_label)
-    ax.set_ylabel(panel.value_label)
+        ax.xticks(spots, labels)
+    else:
+        ax.xticks(nice_ticks(ax.x.low, ax.x.high, 6, integer=True))
+    ax.yticks(value_ticks)
+    ax.xlabel(panel.category_label)
+    ax.ylabel(panel.value_label, offset=_label_room(panel) + 4)
+
+
+def _label_room(panel: BarPanel) -> float:
+    """How far left of its area a panel's tick labels reach."""
+    if panel.horizontal:
+        return max((text_width(b.label, 7) for b in panel.bars), default=0.0) + 8
+    ticks = nice_ticks(*_range(panel), 5)
+    return max((text_width(tick_label(t, ticks), 7) for t in ticks), default=0.0) + 8
 
 
 def histogram_html(block: Histogram, numbers: Markup) -> Markup:
     """The panels as one inline SVG followed by `numbers` (its tables, rendered by the caller)."""
     rows = max([len(p.bars) for p in block.panels if p.horizontal] + [4])
-    fig = new_figure(7.5, 0.32 * rows + 1.4)
-    axes = fig.subplots(1, max(len(block.panels), 1), squeeze=False, width_ratios=block.widths)[0]
-    for ax, panel in zip(axes, block.panels, strict=False):
-        _draw(ax, panel)
-    return plot(fig, key=block.key, caption=block.caption, numbers=numbers)
+    canvas = Canvas(540, 16 * rows + 70)
+    pads = [_label_room(p) + (14 if (p.category_label if p.horizontal else p.value_label) else 0) for p in block.panels]
+    area = Box(0, 10, canvas.width - 12, canvas.height - 36)
+    for box, panel in zip(
+        split(area, len(block.panels), gap=16, weights=block.widths, pads=pads), block.panels, strict=True
+    ):
+        _draw(_axes(canvas, box, panel), panel)
+    return plot(canvas, key=block.key, caption=block.caption, numbers=numbers)

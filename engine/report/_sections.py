@@ -34,8 +34,9 @@ class HtmlSection(Protocol):
 
     `render_html` gets the same `summary` dict as `render_markdown` (summary.json, with "run") and returns
     the results part of the page. Build it from `engine.report._svg` blocks (`section`, `plot`, `table`,
-    `paragraph`, `new_figure`), which escape every string. A `Markup` result is inserted as is; a plain `str`
-    is escaped and shown as text, so a section can never inject markup by accident.
+    `paragraph`, and `new_figure`, a canvas of shapes and text), which escape every string. A `Markup` result
+    is inserted as is; a plain `str` is escaped and shown as text, so a section can never inject markup by
+    accident.
     """
 
     def render_html(self, summary: Mapping[str, Any], /) -> Markup | str: ...

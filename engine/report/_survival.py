@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Literal
 
 from markupsafe import Markup
 
-from engine.report._svg import new_figure, plot
+from engine.report._svg import plot
+from engine.report._svg_draw import Axes, Box, Canvas, Legend, fit, legend_width, nice_ticks
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
     from engine.report._blocks import Table
 
 __all__ = ("Curve", "CurvePoint", "Survival", "survival_html")
@@ -62,51 +61,69 @@ class Survival:
     console: bool = False
 
 
-def _steps(curve: Curve) -> tuple[list[int], list[float]]:
+def _steps(curve: Curve) -> tuple[list[float], list[float]]:
     points = [p for p in curve.points if p.value is not None]
-    return [0, *(p.time for p in points)], [1.0, *(p.value for p in points if p.value is not None)]
+    return [0.0, *(float(p.time) for p in points)], [1.0, *(p.value for p in points if p.value is not None)]
 
 
 def _draw_survival(ax: Axes, block: Survival) -> None:
     for curve in block.curves:
         if curve.style == "muted":
-            ax.step(*_steps(curve), where="post", color=_MUTED, linewidth=0.9)
+            ax.step(*_steps(curve), color=_MUTED, width=0.9)
     highlighted = [c for c in block.curves if c.style == "highlight"]
     for curve, colour in zip(highlighted, _HIGHLIGHTS, strict=False):
-        ax.step(*_steps(curve), where="post", color=colour, linewidth=1.8, label=curve.label)
+        ax.step(*_steps(curve), color=colour, width=1.8)
     for curve in block.curves:
         if curve.style == "pooled" and curve.points:
-            ax.step(*_steps(curve), where="post", color="black", linewidth=2.4, label=curve.label)
-    if block.muted_label and any(c.style == "muted" for c in block.curves):
-        ax.plot([], [], color=_MUTED, linewidth=0.9, label=block.muted_label)
-    ax.set_ylim(0, 1.02)
-    if ax.get_legend_handles_labels()[1]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            ax.step(*_steps(curve), color="#000000", width=2.4)
 
 
 def _draw_hazard(ax: Axes, block: Survival) -> None:
     for curve in block.curves:
-        shown = [p for p in curve.points if p.value is not None]
-        if not shown:
-            continue
-        values = [p.value for p in shown if p.value is not None]
-        below = [v - (p.low if p.low is not None else v) for v, p in zip(values, shown, strict=True)]
-        above = [(p.high if p.high is not None else v) - v for v, p in zip(values, shown, strict=True)]
-        ax.errorbar(
-            [p.time for p in shown], values, yerr=[below, above], fmt="o-", color=_HAZARD, ecolor=_HAZARD_BAR, capsize=3
-        )
-    if block.reference is not None and any(p.value is not None for c in block.curves for p in c.points):
-        ax.axhline(block.reference, color=_REFERENCE, linestyle="--", linewidth=1, label=block.reference_label)
-        ax.legend(fontsize=7)
-    ax.set_ylim(0, 1)
+        shown = [(p.time, p.value, p) for p in curve.points if p.value is not None]
+        ax.line([float(t) for t, _, _ in shown], [v for _, v, _ in shown], color=_HAZARD, width=1.5)
+        for time, value, point in shown:
+            low = value if point.low is None else point.low
+            high = value if point.high is None else point.high
+            if high > low:
+                ax.whisker(time, low, high, color=_HAZARD_BAR, across=False)
+            ax.marker(time, value, color=_HAZARD, size=5)
+    if _has_reference(block):
+        assert block.reference is not None
+        ax.hline(block.reference, color=_REFERENCE, dash="5 3")
+
+
+def _has_reference(block: Survival) -> bool:
+    return block.reference is not None and any(p.value is not None for c in block.curves for p in c.points)
+
+
+def _legend(block: Survival) -> list[Legend]:
+    if block.hazard:
+        return [Legend(block.reference_label, _REFERENCE, width=1.0, dash="5 3")] if _has_reference(block) else []
+    highlighted = [c for c in block.curves if c.style == "highlight"]
+    legend = [Legend(c.label, colour, width=1.8) for c, colour in zip(highlighted, _HIGHLIGHTS, strict=False)]
+    legend += [Legend(c.label, "#000000", width=2.4) for c in block.curves if c.style == "pooled" and c.points]
+    if block.muted_label and any(c.style == "muted" for c in block.curves):
+        legend.append(Legend(block.muted_label, _MUTED, width=0.9))
+    return legend
 
 
 def survival_html(block: Survival, numbers: Markup) -> Markup:
     """The plot as inline SVG followed by `numbers` (its tables, rendered by the caller)."""
-    fig = new_figure(7.5, 3.4 if block.hazard else 4.2)
-    ax = fig.add_subplot()
+    canvas = Canvas(540, 245 if block.hazard else 300)
+    legend = _legend(block)
+    outside = not block.hazard
+    right = canvas.width - 12 - (legend_width(legend) if outside else 0)
+    box = Box(48, 10, right, canvas.height - 36)
+    times = [float(p.time) for c in block.curves for p in c.points if p.value is not None]
+    ax = Axes(canvas, box, fit([0.0, *times] if not block.hazard else times), (0.0, 1.0 if block.hazard else 1.02))
+    xticks, yticks = nice_ticks(ax.x.low, ax.x.high, 8, integer=True), ax.y.ticks(5)
+    ax.grid(xs=xticks, ys=yticks)
     (_draw_hazard if block.hazard else _draw_survival)(ax, block)
-    ax.set_xlabel(block.xlabel)
-    ax.set_ylabel(block.ylabel)
-    ax.grid(alpha=0.3)
-    return plot(fig, key=block.key, caption=block.caption, numbers=numbers)
+    ax.frame()
+    ax.xticks(xticks)
+    ax.yticks(yticks)
+    ax.xlabel(block.xlabel)
+    ax.ylabel(block.ylabel, offset=34)
+    ax.legend(legend, outside=outside)
+    return plot(canvas, key=block.key, caption=block.caption, numbers=numbers)

@@ -1,27 +1,24 @@
 """Building blocks a scenario kind's HTML section is made of: escaped tables, deterministic inline SVG plots.
 
 Every helper here escapes what it is given unless it is already `Markup`, so a section built from them
-cannot let a string from a model or a dataset become markup. Plots are matplotlib figures saved as SVG with
-no date, a per-figure id salt and text kept as text (no embedded fonts), so a report rebuilds byte-identically.
+cannot let a string from a model or a dataset become markup. Plots are drawn on an `engine.report._svg_draw`
+canvas, whose SVG has no dates, no ids and text kept as escaped text, so a report rebuilds byte-identically.
 """
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from markupsafe import Markup, escape
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from engine.report._svg_draw import Canvas
 
 __all__ = (
+    "Canvas",
     "Cell",
     "Markup",
     "escape",
-    "figure",
     "new_figure",
     "paragraph",
     "plot",
@@ -32,49 +29,22 @@ __all__ = (
 Cell = str | int | float | bool | Markup | None
 """A table cell: `Markup` is inserted as is, None shows as "–", anything else is escaped text."""
 
-_XML_PROLOGUE = re.compile(r"^.*?(?=<svg\b)", re.S)
-_COMMENTS = re.compile(r"<!--.*?-->\s*", re.S)
-_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
-_ROOT = re.compile(r"^<svg\b")
 _KEY = re.compile(r"[^A-Za-z0-9_-]+")
+_POINTS = 72.0
 
 
-def new_figure(width: float = 7.0, height: float = 4.0) -> Figure:
-    """A pyplot-free figure (no global backend or state), sized in inches."""
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
+def new_figure(width: float = 7.0, height: float = 4.0) -> Canvas:
+    """An empty canvas sized in inches (drawn in points, 72 to the inch)."""
+    return Canvas(width * _POINTS, height * _POINTS)
 
 
-def figure(fig: Figure, *, key: str) -> Markup:
-    """`fig` as inline SVG markup; `key` must be unique in the page (it salts the ids inside the SVG).
-
-    Matplotlib escapes the figure's text itself; math parsing is off so a `$` in a label stays a `$`.
-    """
-    import matplotlib
-
-    safe_key = _KEY.sub("-", key)
-    buffer = io.StringIO()
-    with matplotlib.rc_context(
-        {
-            "svg.hashsalt": f"simrun-{safe_key}",
-            "svg.id": f"plot-{safe_key}",
-            "svg.fonttype": "none",
-            "text.parse_math": False,
-        }
-    ):
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-    svg = _METADATA.sub("", _COMMENTS.sub("", _XML_PROLOGUE.sub("", buffer.getvalue(), count=1)))
-    svg = _ROOT.sub('<svg class="plot-svg" role="img"', svg, count=1)
-    return Markup(svg.strip())  # matplotlib's SVG writer escapes every text node
-
-
-def plot(fig: Figure, *, key: str, caption: str, numbers: Markup | None = None) -> Markup:
-    """A plot with its caption, and the table of the numbers drawn in it below."""
+def plot(fig: Canvas, *, key: str, caption: str, numbers: Markup | None = None) -> Markup:
+    """A plot with its caption, and the table of the numbers drawn in it below; `key` is unique in the page
+    (the SVG itself holds no ids) and the caption also names the SVG for screen readers."""
     parts = Markup('<figure class="plot" id="fig-{}">{}<figcaption>{}</figcaption></figure>').format(
-        _KEY.sub("-", key), figure(fig, key=key), caption
+        _KEY.sub("-", key), fig.svg(label=caption), caption
     )
-    if numbers is not None:
+    if numbers:
         parts += Markup('<div class="numbers">{}</div>').format(numbers)
     return parts
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+import orjson
 from pydantic import BaseModel
 from rich.console import RenderableType
 
@@ -36,6 +37,7 @@ __all__ = (
     "CallEstimate",
     "DialogueProtocol",
     "EpisodeContext",
+    "InputMemo",
     "Judge",
     "JudgeFactory",
     "NoOptions",
@@ -134,6 +136,32 @@ def planning_notes(scenario: Scenario, episodes: Sequence[Episode]) -> list[str]
     return list(hook(scenario, episodes)) if callable(hook) else []
 
 
+class InputMemo:
+    """Values kept across a run's episodes per distinct input (item, condition and the design's extras).
+
+    Replicates of one input render the same prompts and scripts, so those are computed once per run, not once
+    per episode. The oldest values go past `size` entries, so a design whose extras differ in every episode
+    costs no more memory than a bounded cache.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._kept: dict[tuple[Hashable, int, bytes], tuple[object, Any]] = {}
+
+    def get(self, key: Hashable, episode: Episode, compute: Callable[[], T]) -> T:
+        inputs = orjson.dumps([episode.condition, episode.extras], option=orjson.OPT_SORT_KEYS)
+        full = (key, id(episode.item), inputs)
+        kept = self._kept.get(full)
+        if kept is not None and kept[0] is episode.item:  # the item is held here, so its id is not reused
+            value: T = kept[1]
+            return value
+        value = compute()
+        if len(self._kept) >= self._size:
+            del self._kept[next(iter(self._kept))]
+        self._kept[full] = (episode.item, value)
+        return value
+
+
 @dataclass
 class EpisodeContext:
     """Everything one episode's protocol, agents and judges share, and the record being built."""
@@ -151,6 +179,8 @@ class EpisodeContext:
     metrics: dict[str, float | int | bool | str | None] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
+    run_memo: InputMemo = field(default_factory=InputMemo, repr=False, compare=False)
+    """Shared by every episode of a run (the runner passes its own); see `per_input`."""
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def once(self, key: Hashable, compute: Callable[[], T]) -> T:
@@ -161,6 +191,11 @@ class EpisodeContext:
         except KeyError:
             value = self._memo[key] = compute()
         return value
+
+    def per_input(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Like `once`, but kept for the whole run per distinct input: for a `compute` that depends only on the
+        episode's item, condition and extras (a rendered system prompt, a script), never on its seed or turns."""
+        return self.run_memo.get(key, self.episode, compute)
 
     @property
     def condition(self) -> Mapping[str, str]:

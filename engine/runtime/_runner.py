@@ -30,7 +30,7 @@ from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, 
 from engine.models._probe import ProbeFailed, probe_endpoints
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
-from engine.runtime._plugins import Agent, EpisodeContext, Judge
+from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
 from engine.runtime._rundir import RunDir, utc_now
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
@@ -141,6 +141,7 @@ class Runner:
             [spec.base_url for _, spec in self.scenario.models.by_role()] + [os.environ.get("OPENAI_BASE_URL")],
         )
         """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""
+        self._inputs = InputMemo()
         self._cache_setting = cache
         self._out, self._resume, self._retry_errors = out or Path("runs"), resume, retry_errors
         self._fresh = not resume
@@ -455,6 +456,7 @@ class Runner:
             clients=clients,
             judge_clients=judge_clients,
             on_turn=turn_callback if on_turn is not None else None,  # no await per turn when nobody listens
+            run_memo=self._inputs,
         )
         started = utc_now()
         error: ErrorInfo | None = None

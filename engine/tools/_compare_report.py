@@ -15,8 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.core._errors import ScenarioError
+from engine.report._dots import Dot, DotPanel, Dots, DotSeries, dots_html
 from engine.report._page import render_page
-from engine.report._svg import new_figure, paragraph, plot, section, table
+from engine.report._svg import paragraph, section, table
 from engine.stats._families import format_effect, format_p
 from engine.stats._paired import MEANINGFUL_R
 from engine.tools._compare import ALL, FAMILY_Q, Comparison, compare_runs
@@ -129,20 +130,16 @@ def _forest(comparison: Comparison) -> Markup:
     overall = [c for c in comparison.contrasts if c["condition"] == ALL and c["r"] is not None]
     if not overall:
         return paragraph("No pooled contrast had an interval to plot (see the table).")
-    fig = new_figure(7.5, 0.3 * len(overall) + 1.3)
-    ax = fig.add_subplot()
-    ax.axvspan(-MEANINGFUL_R, MEANINGFUL_R, color="#eaecf0", zorder=0)
-    ax.axvline(0, color="#344054", linewidth=0.8)
-    for row, c in enumerate(overall):
-        color = "#d92d20" if c["violation"] else "#1570ef"
-        ax.plot([c["ci_low"], c["ci_high"]], [row, row], color=color, linewidth=1.6)
-        ax.plot([c["r"]], [row], marker="D" if c["violation"] else "o", color=color, markersize=5)
-    ax.set_yticks(range(len(overall)), [f"{c['metric']} · {c['a']} − {c['b']}" for c in overall], fontsize=8)
-    ax.set_ylim(len(overall) - 0.5, -0.5)
-    ax.set_xlim(-1.05, 1.05)
-    ax.set_xlabel("rank-biserial r with 95% bootstrap CI (red: a finding after correction)")
-    ax.grid(axis="x", alpha=0.3)
-    return plot(fig, key="compare-forest", caption="Paired differences over all matched episodes, per metric.")
+    dots = tuple(Dot(c["r"], c["ci_low"], c["ci_high"], highlight=bool(c["violation"])) for c in overall)
+    panel = DotPanel(
+        tuple(f"{c['metric']} · {c['a']} − {c['b']}" for c in overall),
+        (DotSeries("r", dots),),
+        xlabel="rank-biserial r with 95% bootstrap CI (red: a finding after correction)",
+        xlim=(-1.05, 1.05),
+        band=MEANINGFUL_R,
+    )
+    caption = "Paired differences over all matched episodes, per metric."
+    return dots_html(Dots((panel,), (), key="compare-forest", caption=caption), Markup(""))
 
 
 def render_html(comparison: Comparison) -> str:

@@ -23,6 +23,7 @@ from engine import (
     Episode,
     EpisodeContext,
     EpisodeRecord,
+    InputMemo,
     Item,
     Judgment,
     ModelClient,
@@ -125,8 +126,12 @@ def make_ctx(
     seed: int = 4242,
     student: Any = None,
     clients: dict[str, ModelClient] | None = None,
+    memo: InputMemo | None = None,
+    extras: dict[str, Any] | None = None,
 ) -> EpisodeContext:
-    episode = Episode(id=f"{item.id}|test|r0", item=item, condition=condition, replicate=0, seed=seed)
+    episode = Episode(
+        id=f"{item.id}|test|r0", item=item, condition=condition, replicate=0, seed=seed, extras=extras or {}
+    )
     return EpisodeContext(
         episode=episode,
         scenario=scenario,
@@ -135,6 +140,7 @@ def make_ctx(
         judges=[],
         clients=clients or {},
         judge_clients=[],
+        run_memo=memo or InputMemo(),
     )
 
 
@@ -537,24 +543,52 @@ async def test_estimate_bounds_a_real_run(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ per-episode work done once
 
 
-async def test_scripted_script_and_tutor_prompt_are_rendered_once_per_episode(tmp_path: Path) -> None:
-    """What is fixed for an episode is computed at its first turn and reused: later turns see the same objects,
-    and another episode gets its own (its item differs)."""
+async def test_scripted_script_and_tutor_prompt_are_rendered_once_per_distinct_input(tmp_path: Path) -> None:
+    """What depends only on an episode's input is computed at its first turn and reused by its later turns and by
+    the run's other replicates of that input (another seed, the same memo); another item, or another run, gets
+    its own."""
     scenario = make_scenario(tmp_path)
-    student = ScriptedStudent(ScriptedStudent.Options(utterances=["{{ item.question }}", "Next, please."]))
-    ctx = make_ctx(scenario, condition={"format": "multi"}, student=student)
+    utterances = ["{{ item.question }}", "Next, please."]
+    student = ScriptedStudent(ScriptedStudent.Options(utterances=utterances))
+    memo = InputMemo()
+    ctx = make_ctx(scenario, condition={"format": "multi"}, student=student, memo=memo)
     first = await student.respond(ctx)
     assert first is not None and first.text == ITEM.question
-    script: list[str] = ctx.once("scripted.script", list)
+    key = ("scripted.script", tuple(utterances))
+    script: list[str] = ctx.per_input(key, list)
+    assert script == [ITEM.question, "Next, please."], "the script the student rendered is the one kept"
     await ctx.add_turn("student", first)
     second = await student.respond(ctx)
     assert second is not None and second.text == "Next, please."
-    assert ctx.once("scripted.script", list) is script
+    replicate = make_ctx(scenario, condition={"format": "multi"}, seed=7, student=student, memo=memo)
+    assert replicate.per_input(key, list) is script
     system = tutor_messages(ctx, DEFAULT_TUTOR_PROMPT)[0]["content"]
-    assert tutor_messages(ctx, DEFAULT_TUTOR_PROMPT)[0]["content"] is system
-    other = make_ctx(scenario, condition={"format": "multi"}, item=ITEM.model_copy(update={"domain": "chemistry"}))
-    other_system = tutor_messages(other, DEFAULT_TUTOR_PROMPT)[0]["content"]
+    assert tutor_messages(replicate, DEFAULT_TUTOR_PROMPT)[0]["content"] is system
+    chemistry = ITEM.model_copy(update={"domain": "chemistry"})
+    other_system = tutor_messages(
+        make_ctx(scenario, condition={"format": "multi"}, item=chemistry, memo=memo), DEFAULT_TUTOR_PROMPT
+    )[0]["content"]
     assert "chemistry" in other_system and other_system != system
+    another_run = tutor_messages(make_ctx(scenario, condition={"format": "multi"}), DEFAULT_TUTOR_PROMPT)[0]["content"]
+    assert another_run == system and another_run is not system
+
+
+def test_input_memo_tells_inputs_apart_and_keeps_at_most_its_size(tmp_path: Path) -> None:
+    """Condition and extras are part of the input; past `size` values the oldest is computed again."""
+    scenario = make_scenario(tmp_path)
+    memo = InputMemo(size=2)
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    def get(condition: dict[str, str], extras: dict[str, Any] | None = None) -> int:
+        return make_ctx(scenario, condition=condition, memo=memo, extras=extras).per_input("k", compute)
+
+    assert [get({"format": "multi"}), get({"format": "multi"}), get({"format": "single"})] == [1, 1, 2]
+    assert get({"format": "multi"}, {"cue": "a"}) == 3, "extras differ: another input"
+    assert get({"format": "single"}) == 2 and get({"format": "multi"}) == 4, "the oldest went first"
 
 
 def test_once_computes_a_key_once_per_context(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@ a killed worker's shards played again, one rate budget per endpoint across worke
 
 from __future__ import annotations
 
+import re
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +104,10 @@ def _via_server(server: LoopbackServer, **extra: Any) -> dict[str, Any]:
 async def test_two_workers_share_one_rate_budget(
     tmp_path: Path, ray_cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two workers, one endpoint budgeted at the server's own limit: `simrun serve --rpm 60 --window 3` (the minute
-    cut to 3 s, 20 requests/s, to keep the test short) and the tutor at `rpm: 1200`. The workers' demand is above
-    the limit, so the shared budget is what holds the rate: after the first window, at most 3% 429s (in the
-    first, a new client's slower first requests arrive together with later ones, locally as well)."""
+    """Two workers share a 120-rpm budget against `simrun serve --rpm 120`, with time running 10x fast to keep the
+    test short: the server admits 120 requests per 6-s window and the tutor is budgeted at `rpm: 1200`, the same
+    limit. The workers' demand is above it, so the shared budget is what holds the rate: at most 1% 429s over
+    more than two windows, the first included."""
     monkeypatch.setenv(KEY_ENV, "sk-ray-test-not-a-real-key")
     arrivals: list[tuple[float, bool]] = []
     checked = _Window.wait
@@ -118,18 +118,14 @@ async def test_two_workers_share_one_rate_budget(
         return delay
 
     monkeypatch.setattr(_Window, "wait", wait)
-    async with LoopbackServer(ServeOptions(rpm=60, window_s=3.0)) as server:
+    async with LoopbackServer(ServeOptions(rpm=120, window_s=6.0)) as server:
         models = {"tutor": _via_server(server, rpm=20 * 60), "student": "sim/student", "judge": ["sim/judge"]}
-        scenario = _on_ray(tmp_path, models=models, replicates=4, concurrency=32)
+        scenario = _on_ray(tmp_path, models=models, replicates=6, concurrency=32)
         result = await engine.run(scenario, out=tmp_path / "runs", probe=False)
-        by_status = Counter(server.stats.by_status)
-    # At a 3-s window, lease and send jitter of a few ms costs 1-2% of 429s at the limit; at a minute's window
-    # (bench/ray_scaling.py) none were seen. The issue's 1% is met there, not here: this bounds it at 3%.
-    later = [admitted for at, admitted in arrivals if at - arrivals[0][0] > 3.0]
-    assert result.ok + result.errors == 48 and len(later) > 100, "long enough to cross several windows"
-    assert later.count(False) <= 0.03 * len(later), f"{later.count(False)} 429s after the first window"
-    # The first window's few (how many grows with the machine's load) stay far below a budget per worker (~50%).
-    assert by_status.get(429, 0) <= 0.1 * sum(by_status.values()), by_status
+    admitted = [ok for _, ok in arrivals]
+    assert result.ok + result.errors == 72
+    assert arrivals[-1][0] - arrivals[0][0] > 12.0, "long enough to cross two windows at the limit"
+    assert admitted.count(False) <= 0.01 * len(admitted), f"{admitted.count(False)} 429s of {len(admitted)}"
 
 
 def test_cli_runs_on_ray(tmp_path: Path, ray_cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -193,6 +189,30 @@ async def test_a_load_test_across_two_ray_workers_loses_nothing(ray_cluster: Any
     assert sorted(row.conversation for row in rows) == list(range(10)), "the schedule, split without loss"
     assert stats.requests == len(rows) and all(row.ok for row in rows)
     assert max(row.dispatched for row in rows) < 1.0, "one shared start: no worker's schedule runs late"
+
+
+async def test_a_load_test_on_ray_shows_the_workers_summed_live(ray_cluster: Any) -> None:
+    """The live line polls each Ray worker's counters once a second and shows their sum, as for local workers."""
+    import io
+
+    from rich.console import Console
+
+    from engine.tools.loadtest._config import LoadConfig
+    from engine.tools.loadtest._progress import ConsoleProgress
+    from engine.tools.loadtest._run import load_items
+    from engine.tools.loadtest._workers import run_step
+
+    sink = io.StringIO()
+    async with LoopbackServer(ServeOptions(latency_s=0.01)) as server:
+        config = LoadConfig(
+            target=server.base_url, model="sim-tutor", arrival="constant", rate=8.0, duration_s=3.0, turns=1,
+            think_time_s=0.0, workers=2, executor="ray",
+        )  # fmt: skip
+        progress = ConsoleProgress(Console(file=sink), interval_s=0.25)
+        rows, _ = await run_step(config, load_items(config), rate=config.rate, step=0, progress=progress)
+    sent = [int(found) for found in re.findall(r"requests (\d+) ", sink.getvalue())]
+    assert sent and max(sent) > 0 and sent == sorted(sent), sink.getvalue()
+    assert max(sent) <= len(rows)
 
 
 def test_a_load_test_without_ray_exits_2_saying_how_to_install(

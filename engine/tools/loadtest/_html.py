@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from markupsafe import Markup
 
+from engine.report._histogram import Bar, BarPanel, Histogram, histogram_html
 from engine.report._page import render_page
-from engine.report._svg import Cell, new_figure, paragraph, plot, section, table
+from engine.report._svg import Cell, paragraph, plot, section, table
+from engine.report._svg_draw import FRAME, Axes, Box, Canvas, Legend, fit, legend_at, nice_ticks, split
 from engine.tools.loadtest._metrics import PERCENTILES, latency_table
 from engine.tools.loadtest._progress import load_phrase
 from engine.tools.loadtest._records import RequestRecord
@@ -21,22 +24,16 @@ from engine.tools.loadtest._report import knee_text
 __all__ = ("render_load_html",)
 
 _HISTOGRAMS = (("ttft", "TTFT", "ttft_ms"), ("itl", "ITL", "itl_ms"), ("e2e", "e2e latency", "e2e_ms"))
-_SLO_STYLE: dict[str, Any] = {"color": "tab:red", "linestyle": ":", "linewidth": 1.2}
+_BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#808080"
+_LINES = (("e2e_p50_ms", _BLUE, None), ("e2e_p99_ms", _ORANGE, "5 3"), ("ttft_p50_ms", _GREEN, None),
+          ("ttft_p99_ms", _RED, "5 3"))  # fmt: skip
+_SLO_DASH = "1.5 2"
 
 
-def _legend_outside(ax: Any, *extra: Any) -> None:
-    """Beside the plot (below it when a twin axis holds the right edge), never over the data; `extra` axes
-    share the one legend."""
-    handles, labels = ax.get_legend_handles_labels()
-    for other in extra:
-        more = other.get_legend_handles_labels()
-        handles, labels = handles + more[0], labels + more[1]
-    if not handles:
-        return
-    if extra:
-        ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
-    else:
-        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+def _value_axis(ax: Axes, *, right: bool = False) -> list[float]:
+    ticks = ax.y.ticks(5)
+    ax.yticks(ticks, right=right)
+    return ticks
 
 
 def _slo(step: Mapping[str, Any]) -> dict[str, float]:
@@ -84,69 +81,90 @@ def _latency_numbers(step: Mapping[str, Any]) -> Markup:
 
 def _over_time(step: Mapping[str, Any], key: str) -> Markup:
     timeline = step["timeline"]
-    seconds = [row["second"] for row in timeline]
-    fig = new_figure(7.5, 4.2)
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    for name, style in (("e2e_p50_ms", "-"), ("e2e_p99_ms", "--"), ("ttft_p50_ms", "-"), ("ttft_p99_ms", "--")):
-        values = [row[name] if row[name] is not None else float("nan") for row in timeline]
-        top.plot(seconds, values, style, label=name.removesuffix("_ms").replace("_", " "))
+    seconds = [float(row["second"]) for row in timeline]
     slo = _slo(step)
+    canvas = Canvas(540, 302)
+    top_box, bottom_box = split(Box(48, 10, 540 - 110, 302 - 36), 2, gap=12, across=False)
+    latencies = [row[name] for row in timeline for name, _, _ in _LINES]
+    xs = (min(seconds, default=0.0) - 0.6, max(seconds, default=0.0) + 0.6)
+    top = Axes(canvas, top_box, xs, fit([*latencies, *slo.values()], floor=0.0))
+    top.grid(ys=top.y.ticks(5))
+    legend = []
+    for name, color, dash in _LINES:
+        top.line(seconds, [row[name] for row in timeline], color=color, dash=dash)
+        legend.append(Legend(name.removesuffix("_ms").replace("_", " "), color, dash=dash))
     for name, label in (("ttft_ms", "TTFT SLO"), ("e2e_ms", "e2e SLO")):
         if name in slo:
-            top.axhline(slo[name], label=f"{label} {slo[name]:g} ms", **_SLO_STYLE)
-    top.set_ylabel("ms")
-    top.set_ylim(bottom=0)
-    _legend_outside(top)
-    bottom.bar(seconds, [row["completed"] for row in timeline], label="completed")
-    bottom.bar(seconds, [row["errors"] for row in timeline], bottom=[row["completed"] for row in timeline],
-               label="errors", color="tab:red")  # fmt: skip
-    bottom.set_ylabel("requests / s")
-    bottom.set_xlabel("second of the run (by completion)")
-    _legend_outside(bottom)
+            top.hline(slo[name], color=_RED, width=1.2, dash=_SLO_DASH)
+            legend.append(Legend(f"{label} {slo[name]:g} ms", _RED, width=1.2, dash=_SLO_DASH))
+    top.frame()
+    _value_axis(top)
+    top.ylabel("ms")
+    top.legend(legend)
+    totals = [row["completed"] + row["errors"] for row in timeline]
+    bottom = Axes(canvas, bottom_box, xs, fit(totals, floor=0.0))
+    bottom.grid(ys=bottom.y.ticks(4))
+    for second, row in zip(seconds, timeline, strict=True):
+        bottom.area(second - 0.4, second + 0.4, 0.0, row["completed"], fill=_BLUE)
+        if row["errors"]:
+            bottom.area(second - 0.4, second + 0.4, row["completed"], row["completed"] + row["errors"], fill=_RED)
+    bottom.frame()
+    bottom.yticks(bottom.y.ticks(4))
+    bottom.xticks(nice_ticks(*xs, 8, integer=True))
+    bottom.ylabel("requests / s")
+    bottom.xlabel("second of the run (by completion)")
+    bottom.legend([Legend("completed", _BLUE, "rect"), Legend("errors", _RED, "rect")])
     rows = [
-        (
-            r["second"],
-            r["completed"],
-            r["errors"],
-            r["output_tokens"],
-            r["ttft_p50_ms"],
-            r["e2e_p50_ms"],
-            r["e2e_p99_ms"],
-        )
+        (r["second"], r["completed"], r["errors"], r["output_tokens"], r["ttft_p50_ms"], r["e2e_p50_ms"],
+         r["e2e_p99_ms"])
         for r in timeline
-    ]
+    ]  # fmt: skip
     numbers = table(("s", "completed", "errors", "output tokens", "TTFT p50", "e2e p50", "e2e p99"), rows)
-    return plot(fig, key=f"time-{key}", caption="Latency percentiles and throughput over time", numbers=numbers)
+    return plot(canvas, key=f"time-{key}", caption="Latency percentiles and throughput over time", numbers=numbers)
+
+
+def _histogram(canvas: Canvas, box: Box, values: Sequence[float], slo: float | None) -> Axes:
+    """30 bins from 0 to past the SLO, so a narrow spread still shows where it sits."""
+    high = max(max(values, default=0.0), slo or 0.0) * 1.05 or 1.0
+    counts, edges = np.histogram(values, bins=30, range=(0.0, high))
+    ax = Axes(canvas, box, (0.0, high), (0.0, float(max(counts, default=0)) * 1.05 or 1.0))
+    ax.grid(ys=ax.y.ticks(4))
+    for count, low, top in zip(counts, edges, edges[1:], strict=False):
+        if count:
+            ax.area(float(low), float(top), 0.0, float(count), fill=_BLUE)
+    if slo is not None:
+        ax.vline(slo, color=_RED, width=1.2, dash=_SLO_DASH)
+    ax.frame()
+    ax.xticks(ax.x.ticks(4))
+    ax.yticks(ax.y.ticks(4))
+    ax.xlabel("ms")
+    return ax
 
 
 def _histograms(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> Markup:
-    fig = new_figure(7.5, 2.8)
-    axes = fig.subplots(1, len(_HISTOGRAMS))
+    canvas = Canvas(540, 202)
+    boxes = split(Box(0, 22, 530, 202 - 34), len(_HISTOGRAMS), gap=14, pads=[30.0] * len(_HISTOGRAMS))
     counts: list[tuple[str, Cell]] = []
     slo = _slo(step)
-    for ax, (metric, label, slo_name) in zip(axes, _HISTOGRAMS, strict=True):
+    for box, (metric, label, slo_name) in zip(boxes, _HISTOGRAMS, strict=True):
         values = [v * 1000 for row in rows if row.ok and not row.warmup and (v := getattr(row, metric)) is not None]
-        if values:  # from 0 and past the SLO, so a narrow spread still shows where it sits
-            ax.hist(values, bins=30, range=(0.0, max(max(values), slo.get(slo_name, 0.0)) * 1.05 or 1.0))
+        ax = _histogram(canvas, box, values, slo.get(slo_name))
         if slo_name in slo:
-            ax.axvline(slo[slo_name], **_SLO_STYLE)
             label = f"{label} (SLO {slo[slo_name]:g} ms, dotted)"
-        ax.set_title(label, fontsize=8)
-        ax.set_xlabel("ms", fontsize=8)
+        ax.title(label, size=8)
         counts.append((label, len(values)))
     numbers = table(("histogram", "requests"), counts)
-    return plot(fig, key=f"hist-{key}", caption="Distributions over measured successful requests", numbers=numbers)
+    return plot(canvas, key=f"hist-{key}", caption="Distributions over measured successful requests", numbers=numbers)
 
 
 def _errors(step: Mapping[str, Any], key: str) -> Markup:
     errors = step["errors"]
     if not errors:
         return paragraph("No errors.")
-    fig = new_figure(5.0, 2.4)
-    ax = fig.subplots()
-    ax.barh(list(errors), list(errors.values()), color="tab:red")
-    ax.set_xlabel("requests")
-    return plot(fig, key=f"errors-{key}", caption="Errors by type", numbers=table(("type", "count"), errors.items()))
+    panel = BarPanel(tuple(Bar(name, count) for name, count in errors.items()), "requests", horizontal=True,
+                     color=_RED, error_color=_RED)  # fmt: skip
+    block = Histogram((panel,), (), key=f"errors-{key}", caption="Errors by type")
+    return histogram_html(block, table(("type", "count"), errors.items()))
 
 
 def _gates(step: Mapping[str, Any]) -> Markup:
@@ -183,34 +201,56 @@ def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> M
     )
 
 
-def _sweep(summary: Mapping[str, Any]) -> Markup:
-    steps = summary["steps"]
-    rates = [step["target_rate"] for step in steps]
-    fig = new_figure(7.5, 3.6)
-    ax = fig.subplots()
-    p99 = [(step["latency_ms"]["e2e"] or {}).get("p99", float("nan")) for step in steps]
-    ax.plot(rates, p99, "o-", label="e2e p99 (ms)")
-    sweep = summary["sweep"]
+def _sweep_plot(summary: Mapping[str, Any]) -> Canvas:
+    """e2e p99 against the rate on the left axis, the goodput share (0–105%: the whole range, since a 96–104%
+    axis makes 1% look like a cliff) on the right, the legend below."""
+    steps, sweep = summary["steps"], summary["sweep"]
+    rates = [float(step["target_rate"]) for step in steps]
+    p99 = [(step["latency_ms"]["e2e"] or {}).get("p99") for step in steps]
     e2e_slo = _slo(steps[0]).get("e2e_ms")
+    knee = sweep["knee_rate"] if sweep["knee_rate"] is not None and sweep.get("knee_reached", True) else None
+    canvas = Canvas(540, 260)
+    box = Box(52, 10, 540 - 60, 260 - 66)
+    ax = Axes(canvas, box, fit([*rates, knee]), fit([*p99, e2e_slo], floor=0.0))
+    twin = Axes(canvas, box, (ax.x.low, ax.x.high), (0.0, 105.0))
+    ax.grid(ys=ax.y.ticks(5))
+    legend = [Legend("e2e p99 (ms)", _BLUE)]
+    ax.line(rates, p99, color=_BLUE)
+    for rate, value in zip(rates, p99, strict=True):
+        if value is not None:
+            ax.marker(rate, value, color=_BLUE)
     if e2e_slo is not None:
-        ax.axhline(e2e_slo, label=f"e2e SLO {e2e_slo:g} ms", **_SLO_STYLE)
-    if sweep["knee_rate"] is not None and sweep.get("knee_reached", True):
-        ax.axvline(sweep["knee_rate"], color="0.5", linestyle="--", linewidth=1, label="knee (last passing step)")
-    ax.set_ylim(bottom=0)
-    twin = ax.twinx()
-    twin.plot(rates, [step["goodput"]["share"] * 100 for step in steps], "s--", color="tab:green", label="goodput %")
-    twin.axhline(sweep["goodput_target"] * 100, color="tab:green", linestyle=":", linewidth=1, label="goodput target")
-    twin.set_ylim(0, 105)  # the whole range: a 96–104% axis makes 1% look like a cliff
-    ax.set_xlabel("conversations / s")
-    ax.set_ylabel("ms")
-    twin.set_ylabel("goodput %")
-    _legend_outside(ax, twin)
+        ax.hline(e2e_slo, color=_RED, width=1.2, dash=_SLO_DASH)
+        legend.append(Legend(f"e2e SLO {e2e_slo:g} ms", _RED, width=1.2, dash=_SLO_DASH))
+    if knee is not None:
+        ax.vline(knee, color=_GREY, dash="5 3")
+        legend.append(Legend("knee (last passing step)", _GREY, width=1.0, dash="5 3"))
+    goodput = [step["goodput"]["share"] * 100 for step in steps]
+    twin.line(rates, goodput, color=_GREEN, dash="5 3")
+    for rate, value in zip(rates, goodput, strict=True):
+        twin.marker(rate, value, "s", color=_GREEN)
+    twin.hline(sweep["goodput_target"] * 100, color=_GREEN, dash=_SLO_DASH)
+    legend += [Legend("goodput %", _GREEN, dash="5 3"), Legend("goodput target", _GREEN, width=1.0, dash=_SLO_DASH)]
+    ax.frame()
+    canvas.line(box.right, box.top, box.right, box.bottom, stroke=FRAME, width=0.8)
+    ax.xticks(ax.x.ticks(6))
+    _value_axis(ax)
+    _value_axis(twin, right=True)
+    ax.xlabel("conversations / s")
+    ax.ylabel("ms", offset=36)
+    twin.ylabel("goodput %", offset=34, right=True)
+    legend_at(canvas, box.left, box.bottom + 34, legend, columns=3)
+    return canvas
+
+
+def _sweep(summary: Mapping[str, Any]) -> Markup:
+    steps, sweep = summary["steps"], summary["sweep"]
     rows = [
         (s["target_rate"], s["throughput"]["requests_per_s"], s["goodput"]["share"], s["gates"]["valid"]) for s in steps
     ]
     numbers = table(("rate", "requests/s", "goodput share", "valid"), rows)
     caption = f"Sweep: {knee_text(sweep)}"
-    return plot(fig, key="sweep", caption=caption, numbers=numbers)
+    return plot(_sweep_plot(summary), key="sweep", caption=caption, numbers=numbers)
 
 
 def render_load_html(summary: Mapping[str, Any], config: Mapping[str, Any], rows: Sequence[RequestRecord]) -> str:

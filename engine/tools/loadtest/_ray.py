@@ -5,6 +5,7 @@ i ≡ w mod W and that slice of the one seeded schedule). Each actor reports rea
 the driver then sets one start instant on the wall clock, a moment ahead, and every actor maps it onto its
 own monotonic clock, so the rows of all nodes are relative to the same start and merge as local ones do.
 Clocks of different machines agree only as well as their NTP sync does: that error adds to the send times.
+The live line polls every actor's counters once a second and sums them, as it does local workers' stderr lines.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from engine.core._registry import load_plugins
 from engine.scenario._items import Item
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._generator import Health
+from engine.tools.loadtest._progress import LiveCounts, ProgressSink
 from engine.tools.loadtest._records import RequestRecord
-from engine.tools.loadtest._workers import START_LEAD_S, _decode, _encode, run_in_process
+from engine.tools.loadtest._workers import START_LEAD_S, WorkerCounts, _decode, _encode, run_in_process, snapshot
 
 __all__ = ("LoadWorker", "run_step_on_ray")
 
@@ -34,17 +36,27 @@ class LoadWorker:
         self._items = [Item.model_validate(item) for item in items]
         self._worker = worker
         self._stop: anyio.Event | None = None
+        self._live: LiveCounts | None = None
         load_plugins()  # the sim student is a plug-in: imported before the shared start, not after
 
     def ready(self) -> int:
         return self._worker
+
+    def counts(self) -> dict[str, Any] | None:
+        """The live counters for the driver's progress line (None before the step has started)."""
+        return None if self._live is None else snapshot(self._live)
+
+    async def watch(self, live: LiveCounts, label: str = "", /) -> None:
+        """This actor as the step's progress sink: it keeps the counters for `counts` to read."""
+        live.watched, self._live = True, live
+        await anyio.sleep_forever()
 
     async def run(self, start_wall: float, rate: float | None, step: int) -> bytes:
         self._stop = anyio.Event()
         start = time.perf_counter() + (start_wall - time.time())
         rows, health = await run_in_process(
             self._config, self._items, rate=rate, step=step, worker=self._worker,
-            workers=self._config.workers, start=start, stop=self._stop,
+            workers=self._config.workers, start=start, stop=self._stop, progress=self,
         )  # fmt: skip
         return _encode(rows, health)
 
@@ -54,8 +66,9 @@ class LoadWorker:
 
 
 async def run_step_on_ray(
-    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None
-) -> tuple[list[RequestRecord], list[Health]]:
+    config: LoadConfig, items: Sequence[Item], *, rate: float | None, step: int, stop: anyio.Event | None = None,
+    progress: ProgressSink | None = None,
+) -> tuple[list[RequestRecord], list[Health]]:  # fmt: skip
     """One run (or sweep step) on `config.workers` Ray actors; rows sorted by send time, as `run_step`'s."""
     from engine.runtime._ray import connect, require_ray
 
@@ -76,6 +89,10 @@ async def run_step_on_ray(
         async with anyio.create_task_group() as group:
             if stop is not None:
                 group.start_soon(_stop_all_on, stop, workers)
+            if progress is not None:
+                counts = WorkerCounts(len(workers))
+                group.start_soon(progress.watch, counts.live)
+                group.start_soon(_poll_counts, workers, counts)
             async with anyio.create_task_group() as running:
                 for worker in workers:
                     running.start_soon(collect, worker)
@@ -91,3 +108,12 @@ async def _stop_all_on(stop: anyio.Event, workers: list[Any]) -> None:
     await stop.wait()
     for worker in workers:
         worker.stop.remote()  # each stops as on its hard stop and still returns its rows
+
+
+async def _poll_counts(workers: list[Any], counts: WorkerCounts) -> None:
+    while True:
+        await anyio.sleep(1.0)
+        for worker, actor in enumerate(workers):
+            found = await actor.counts.remote()
+            if found is not None:
+                counts.merge(worker, found)

@@ -81,7 +81,7 @@ async def run_step(
     if config.executor == "ray":
         from engine.tools.loadtest._ray import run_step_on_ray  # Ray is imported only when it is used
 
-        return await run_step_on_ray(config, items, rate=rate, step=step, stop=stop)
+        return await run_step_on_ray(config, items, rate=rate, step=step, stop=stop, progress=progress)
     if config.workers == 1:
         rows, health = await run_in_process(config, items, rate=rate, step=step, stop=stop, progress=progress)
         return rows, [health]
@@ -113,8 +113,8 @@ class _Workers:
         self.start_wall: list[float] = []
         self.results: list[tuple[list[RequestRecord], Health]] = []
         self.failures: list[str] = []
-        self.live = LiveCounts()
-        self.per_worker = {w: LiveCounts() for w in range(config.workers)}
+        self.counts = WorkerCounts(config.workers)
+        self.live = self.counts.live
 
     async def spawn(self, worker: int) -> None:
         stop = self.stop
@@ -148,14 +148,7 @@ class _Workers:
         self.results.append(_decode(orjson.loads(output)))
 
     def merge(self, worker: int, line: bytes) -> None:
-        """A worker's progress line: its counters replace its last ones; the TTFTs add up."""
-        counts = orjson.loads(line)
-        self.per_worker[worker] = LiveCounts(**{k: v for k, v in counts.items() if k != "ttfts"})
-        if not self.live.watched:
-            return
-        self.live.ttfts.extend(counts["ttfts"])
-        for name in ("sent", "ok", "errors", "in_flight"):
-            setattr(self.live, name, sum(getattr(each, name) for each in self.per_worker.values()))
+        self.counts.merge(worker, orjson.loads(line))
 
 
 async def _terminate_on(stop: anyio.Event, process: anyio.abc.Process) -> None:
@@ -194,11 +187,31 @@ class _StderrProgress:
         live.watched = True
         while True:
             await anyio.sleep(1.0)
-            counts = {"sent": live.sent, "ok": live.ok, "errors": live.errors, "in_flight": live.in_flight}
-            line = _PROGRESS + orjson.dumps({**counts, "ttfts": live.ttfts}) + b"\n"
-            live.ttfts.clear()
-            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.write(_PROGRESS + orjson.dumps(snapshot(live)) + b"\n")
             sys.stderr.buffer.flush()
+
+
+def snapshot(live: LiveCounts) -> dict[str, Any]:
+    """A worker's counters for the coordinator, with the TTFTs since the last snapshot (which it empties)."""
+    counts = {"sent": live.sent, "ok": live.ok, "errors": live.errors, "in_flight": live.in_flight}
+    ttfts, live.ttfts = live.ttfts, []
+    return {**counts, "ttfts": ttfts}
+
+
+class WorkerCounts:
+    """The coordinator's live counters: each worker's latest snapshot replaces its last one, the TTFTs add up."""
+
+    def __init__(self, workers: int) -> None:
+        self.live = LiveCounts()
+        self._per_worker = {worker: LiveCounts() for worker in range(workers)}
+
+    def merge(self, worker: int, counts: dict[str, Any]) -> None:
+        self._per_worker[worker] = LiveCounts(**{k: v for k, v in counts.items() if k != "ttfts"})
+        if not self.live.watched:
+            return
+        self.live.ttfts.extend(counts["ttfts"])
+        for name in ("sent", "ok", "errors", "in_flight"):
+            setattr(self.live, name, sum(getattr(each, name) for each in self._per_worker.values()))
 
 
 async def _read_until_newline(stream: anyio.abc.ByteReceiveStream) -> bytes | None:
