@@ -49,20 +49,26 @@ class Pace:
     reserves the slice's time instead, and the permits carry their spacing to the worker.
     """
 
-    def __init__(self, per_minute: float) -> None:
-        self.spacing = 60.0 / (per_minute * (1.0 - HEADROOM))
+    def __init__(self, spacing: float) -> None:
+        self.spacing = spacing
         """Seconds per permit (per request, or per token)."""
-        self._next_at = 0.0
+        self.next_at = 0.0
+        """When the next permit not yet reserved may start."""
+
+    @classmethod
+    def at(cls, per_minute: float) -> Pace:
+        """The cluster's pace for a configured rate: that rate less its headroom."""
+        return cls(60.0 / (per_minute * (1.0 - HEADROOM)))
 
     def reserve(self, amount: float, now: float) -> float:
         """When `amount` permits asked for at `now` may start; their time is reserved at once."""
-        start = max(now, self._next_at)
-        self._next_at = start + amount * self.spacing
+        start = max(now, self.next_at)
+        self.next_at = start + amount * self.spacing
         return start
 
     def resume_at(self, at: float) -> None:
         """Nothing before `at` (a Retry-After), and no burst after it."""
-        self._next_at = at
+        self.next_at = at
 
 
 class EndpointBudget:
@@ -120,7 +126,7 @@ class EndpointBudget:
 
 
 def _pace(per_minute: float | None) -> Pace | None:
-    return None if per_minute is None else Pace(per_minute)
+    return None if per_minute is None else Pace.at(per_minute)
 
 
 class _LeasedBucket(_Bucket):
@@ -134,8 +140,8 @@ class _LeasedBucket(_Bucket):
     def __init__(self, throttle: LeasedThrottle, kind: str, per_minute: float) -> None:
         self._throttle, self._kind = throttle, kind
         self._slice = per_minute / 60 * SLICE_S
-        self._balance, self._spacing, self._release_at, self._expires = 0.0, 0.0, 0.0, 0.0
-        self._waiting = 0.0
+        self._pace = Pace(0.0)  # the leases' spacing, on this worker's clock
+        self._balance, self._expires, self._waiting = 0.0, 0.0, 0.0
         self._leasing: anyio.CapacityLimiter | None = None
 
     def _reserve(self, amount: float) -> float | None:
@@ -146,9 +152,7 @@ class _LeasedBucket(_Bucket):
         if self._balance < amount:
             return None
         self._balance -= amount
-        start = max(now, self._release_at)
-        self._release_at = start + amount * self._spacing
-        return start - now
+        return self._pace.reserve(amount, now) - now
 
     async def take(self, amount: float) -> None:
         self._leasing = self._leasing or anyio.CapacityLimiter(LEASES_IN_FLIGHT)
@@ -169,13 +173,13 @@ class _LeasedBucket(_Bucket):
         await self._throttle.paused()  # a Retry-After this worker met while the lease was on its way
 
     def _receive(self, granted: float, spacing: float) -> None:
+        """A lease's permits, the first due now: a lease comes back when its first permit is due."""
         now = time.monotonic()
         if now > self._expires:
             self._balance = 0.0
         self._balance += granted
-        self._spacing = spacing
-        self._release_at = max(self._release_at, now)  # the lease's first permit is due as it arrives
-        self._expires = self._release_at + self._balance * spacing + SLICE_S
+        self._pace.spacing = spacing
+        self._expires = max(now, self._pace.next_at) + self._balance * spacing + SLICE_S
 
 
 class LeasedThrottle(Throttle):

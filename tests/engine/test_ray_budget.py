@@ -70,7 +70,7 @@ def test_without_headroom_one_late_send_overfills_a_window(monkeypatch: pytest.M
 
 def _sends(gaps: list[float], lateness: list[float]) -> list[float]:
     """Send times of callers arriving after `gaps`, paced at 20/s, each then late by its `lateness`."""
-    pace, now, sends = Pace(20 * 60), 0.0, []
+    pace, now, sends = Pace.at(20 * 60), 0.0, []
     for gap, late in zip(gaps, lateness, strict=True):
         now += gap
         sends.append(pace.reserve(1, now) + late)
@@ -79,7 +79,7 @@ def _sends(gaps: list[float], lateness: list[float]) -> list[float]:
 
 def test_the_pace_is_the_rate_less_its_headroom_with_no_opening_burst() -> None:
     """Requests waiting from the start leave one spacing apart, the first at once: no bucket starts full."""
-    pace = Pace(600)
+    pace = Pace.at(600)
     starts = [pace.reserve(1, 5.0) for _ in range(5)]
     assert starts[0] == 5.0
     assert [b - a for a, b in zip(starts, starts[1:], strict=False)] == pytest.approx([0.1 / (1 - HEADROOM)] * 4)
