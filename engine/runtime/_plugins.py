@@ -195,7 +195,7 @@ class EpisodeContext:
     def per_input(self, key: Hashable, compute: Callable[[], T]) -> T:
         """Like `once`, but kept for the whole run per distinct input: for a `compute` that depends only on the
         episode's item, condition and extras (a rendered system prompt, a script), never on its seed or turns."""
-        return self.run_memo.get(key, self.episode, compute)
+        return self.once(("per_input", key), lambda: self.run_memo.get(key, self.episode, compute))
 
     @property
     def condition(self) -> Mapping[str, str]:

@@ -18,24 +18,10 @@ import pytest
 import engine
 from engine.core._registry import PLUGIN_GROUP, load_plugins
 from engine.runtime._modes import RUN_MODES
-from engine.tools._calibrate_labels import LABEL_SOURCES
+from tests.test_engine_names_no_kind import REGISTRIES
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUPS = tuple(
-    registry.group
-    for registry in (
-        engine.PROTOCOLS,
-        engine.SUMMARIZERS,
-        engine.TUTORS,
-        engine.STUDENTS,
-        engine.JUDGES,
-        engine.ITEM_SOURCES,
-        engine.DESIGNS,
-        engine.PROVIDERS,
-        LABEL_SOURCES,
-        RUN_MODES,
-    )
-)
+GROUPS = tuple(registry.group for registry in (*REGISTRIES, engine.PROVIDERS, RUN_MODES))
 
 
 _WHO_REGISTERS = """
