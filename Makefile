@@ -1,6 +1,7 @@
 # Two commands do all the set-up: `make run` installs simrun with its runtime dependencies into .venv and runs a
 # scenario; `make test` adds the dev extra (pytest, mypy, ruff, hypothesis, playwright, matplotlib) and runs the checks.
-# `make test EXTRAS=dev,ray` (what CI runs) also installs Ray, so the tests marked `ray` run instead of skipping.
+# `make test EXTRAS=dev,ray` also installs Ray, so the tests marked `ray` run instead of skipping (.ci/run runs
+# `make test`, then the `ray` tests with the extra, as a separate step).
 # pip's own output is kept, so every package shows as it is collected and installed.
 PY ?= python3
 VENV := .venv
@@ -37,13 +38,19 @@ run: install
 	@echo "==> running $(SCENARIO) on the offline sim provider"
 	$(BIN)/simrun $(SCENARIO)
 
+# Each long step says what it does first: mypy --strict alone takes a minute or more on a busy machine.
+PYFILES = $$(find engine agents personas judges tests bench -name '*.py' | wc -l)
+
 lint: install-dev
+	@echo "==> ruff: lint and format check of $(PYFILES) files"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@echo "==> mypy --strict: type-checking $(PYFILES) files (a minute or two)"
 	$(BIN)/mypy
 
 test: install-dev lint
-	$(BIN)/python -m pytest -q
+	@echo "==> pytest: running the test suite (a few minutes; a dot per test, the slowest listed at the end)"
+	$(BIN)/python -m pytest -q --durations=5
 
 bench: install
 	$(BIN)/python bench/engine_throughput.py

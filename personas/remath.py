@@ -390,6 +390,7 @@ class BridgeSource:
     """Item source `bridge`: one Bridge/ReMath JSON split (`train.json`, `validation.json`, `test.json`)."""
 
     Options = _Options
+    dataset = "Bridge/ReMath (https://github.com/rosewang2008/bridge, its dataset/*.json splits)"
 
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = _options(options)

@@ -94,7 +94,6 @@ def _final_answer(solution: str) -> str:
     return last if _PLAIN_NUMBER.match(last) else ""
 
 
-@ITEM_SOURCES.register("safetutors")
 def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
     """Items from a SafeTutors `{math,physics,chem}_{single,multi}_combined.jsonl` file.
 
@@ -141,3 +140,15 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
             )
         )
     return items
+
+
+class SafeTutorsSource:
+    """Item source `safetutors`: `load_safetutors`, with the public dataset named for a user who lacks it."""
+
+    dataset = "SafeTutors (https://github.com/RadiantCrystal/SafeTutors, its *_combined.jsonl files)"
+
+    def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
+        return load_safetutors(path, options)
+
+
+ITEM_SOURCES.add("safetutors", SafeTutorsSource())

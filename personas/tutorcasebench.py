@@ -124,7 +124,7 @@ def _read_json(path: Path) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
-    for encoding in ("cp1252", "latin-1"):  # the release mixes encodings (see ../shared/data/README.md)
+    for encoding in ("cp1252", "latin-1"):  # the release mixes encodings
         try:
             return orjson.loads(raw.decode(encoding).encode("utf-8"))
         except (UnicodeDecodeError, orjson.JSONDecodeError):

@@ -133,6 +133,11 @@ _model_opt = click.option(
     metavar="ROLE=SPEC",
     help="Model for a role: provider/model, or a YAML mapping such as '{model: openai/x, base_url: http://...}'.",
 )
+_data_dir_opt = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder of downloaded public datasets, for item paths written data:FOLDER/FILE (default: $SIMRUN_DATA).",
+)
 _max_episodes_opt = click.option(
     "--max-episodes",
     type=click.IntRange(min=1),
@@ -151,8 +156,10 @@ def _load(
     concurrency: int | None = None,
     max_episodes: int | None = None,
     executor: dict[str, str | int | None] | None = None,
+    data_dir: Path | None = None,
 ) -> BuiltScenario:
     flags: dict[str, object] = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
+    flags["data_dir"] = str(data_dir.expanduser().resolve()) if data_dir is not None else None
     flags |= {f"executor.{key}": value for key, value in (executor or {}).items()}
     extra = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
     return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
@@ -171,6 +178,7 @@ def _load(
 @_set_opt
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N planned episodes.")
 @_max_episodes_opt
+@_data_dir_opt
 @click.option("--seed", type=int, help="Run seed (default: the scenario's).")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Episodes in flight at once.")
 @click.option(
@@ -210,6 +218,7 @@ def run(
     overrides: tuple[str, ...],
     limit: int | None,
     max_episodes: int | None,
+    data_dir: Path | None,
     seed: int | None,
     concurrency: int | None,
     resume: Path | None,
@@ -236,6 +245,7 @@ def run(
         concurrency=concurrency,
         max_episodes=max_episodes,
         executor=_executor_choice(executor, ray_address, ray_workers),
+        data_dir=data_dir,
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
@@ -258,7 +268,7 @@ def run(
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     _print_result(built, runner, result, console)
-    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
     _print_next_step(result, hint, console)
     return result.exit_code
 
@@ -284,11 +294,14 @@ def _print_next_step(result: RunResult, hint: str, console: Console) -> None:
         console.print(Text(f"retry the errors with: {hint}"), soft_wrap=True)
 
 
-def _same_flags(models: Sequence[str], overrides: Sequence[str], limit: int | None, seed: int | None) -> list[str]:
-    """The options that keep a resumed or retried run the same run."""
+def _same_flags(
+    models: Sequence[str], overrides: Sequence[str], limit: int | None, seed: int | None, data_dir: Path | None = None
+) -> list[str]:
+    """The options that keep a resumed or retried run the same run (and find its data again)."""
     same = [
         f"--{name} {shlex.quote(value)}" for name, values in (("model", models), ("set", overrides)) for value in values
     ]
+    same += [f"--data-dir {shlex.quote(str(data_dir))}"] if data_dir is not None else []
     return same + [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
 
 
@@ -391,9 +404,13 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
 @_model_opt
 @_set_opt
 @_max_episodes_opt
-def validate(scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None) -> int:
+@_data_dir_opt
+def validate(
+    scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None, data_dir: Path | None
+) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
-    _print_plan(_load(scenario, overrides, models, credentials=False, max_episodes=max_episodes), estimate=False)
+    built = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes, data_dir=data_dir)
+    _print_plan(built, estimate=False)
     Console().print("[green]valid[/]")
     return 0
 

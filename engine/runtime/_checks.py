@@ -26,6 +26,7 @@ from engine.runtime._plugins import (
     Summarizer,
     options_model,
 )
+from engine.scenario._data import item_path as data_item_path
 from engine.scenario._items import ITEM_SOURCES
 from engine.scenario._load import (
     apply_overrides,
@@ -155,7 +156,10 @@ def _check_items(scenario: Scenario, fail: Any, resolve: Any) -> None:
         # Sources that declare an `Options` model get their options checked here; others check their own.
         declared = item_source.source in ITEM_SOURCES and hasattr(ITEM_SOURCES.get(item_source.source), "Options")
         resolve(ITEM_SOURCES, item_source.source, ("items", i, "source"), item_source.options if declared else None)
-        item_path = scenario.base_dir / item_source.path
+        try:
+            item_path = data_item_path(scenario, item_source)
+        except ScenarioError as exc:
+            raise fail(("items", i, "path"), str(exc)) from None
         if not item_path.exists():
             raise fail(("items", i, "path"), f"no such file {item_source.path!r} (relative to {scenario.base_dir})")
         try:

@@ -12,6 +12,7 @@ Ray is imported only here, and only when `--executor ray` is used (`require_ray`
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,10 +46,9 @@ MAX_BATCH = 8
 def require_ray() -> ModuleType:
     """The `ray` module, or a user error (exit 2) saying how to install it."""
     try:
-        import ray
+        return importlib.import_module("ray")
     except ImportError:
         raise ScenarioError(INSTALL_HINT) from None
-    return ray
 
 
 def connect(address: str | None) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from engine.core._errors import ScenarioError
 from engine.core._inputs import check_input_path
 from engine.core._registry import Registry, options_model
+from engine.scenario._data import item_path
 from engine.scenario._items import ITEM_SOURCES, Item
 from engine.scenario._spec import Scenario
 
@@ -81,7 +82,7 @@ def load_items(scenario: Scenario) -> list[Item]:
     items: list[Item] = []
     for source in scenario.items:
         loader = ITEM_SOURCES.get(source.source)
-        path = scenario.base_dir / source.path
+        path = item_path(scenario, source)
         check_input_path(path, "item file", allow_dir=True)
         items.extend(loader(path, source.options))
     if not items:

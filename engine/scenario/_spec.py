@@ -204,7 +204,7 @@ def key_variables(scenario: Scenario) -> set[str]:
     return {spec.api_key_env or "OPENAI_API_KEY" for _, spec in scenario.models.by_role() if spec.provider != "sim"}
 
 
-_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes", "executor"})
+_OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes", "executor", "data_dir"})
 _OPERATIONAL_MODEL = frozenset({"rpm", "tpm", "max_concurrency", "timeout_s", "max_retries"})
 
 
@@ -257,6 +257,10 @@ class Scenario(_Spec):
     cache: bool | str = False
     """Answer repeated model calls from the response cache: `true` (the default file) or a file path, relative to
     the scenario. It changes how results are obtained, not what they are, so it is not part of the scenario hash."""
+
+    data_dir: str | None = None
+    """Folder of downloaded public datasets that `data:FOLDER/FILE` item paths name, relative to the scenario
+    (`--data-dir`; default $SIMRUN_DATA). Where the data sits is not what a run measures: not in the hash."""
 
     executor: ExecutorSpec = Field(default_factory=lambda: ExecutorSpec())
     """Where episodes are played (`local` or `ray`); like `concurrency`, not part of the scenario hash."""

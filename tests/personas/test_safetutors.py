@@ -19,6 +19,7 @@ import engine
 from engine import Item, ScenarioError
 from engine.runtime._rundir import RunDir
 from personas import Dimension, Taxonomy, load_safetutors, normalise_name, taxonomy
+from personas.safetutors import SafeTutorsSource
 from tests.helpers import make_scenario
 
 TAXONOMY_FILE = Path(__file__).resolve().parents[2] / "personas" / "safetutors_taxonomy.yaml"
@@ -365,7 +366,8 @@ def test_unreadable_file_is_a_scenario_error(tmp_path: Path) -> None:
 
 def test_safetutors_is_a_registered_item_source() -> None:
     """Scenarios can name the reader as `source: safetutors`."""
-    assert engine.ITEM_SOURCES.get("safetutors") is load_safetutors
+    source = engine.ITEM_SOURCES.get("safetutors")
+    assert isinstance(source, SafeTutorsSource) and "github.com/RadiantCrystal/SafeTutors" in source.dataset
 
 
 # ------------------------------------------------------------------ the real sample release (never copied)

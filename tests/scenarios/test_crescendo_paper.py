@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(not (DATA / "math_multi_combined.jsonl").is_file
 
 
 def test_paper_scenario_replays_scripts_and_measures_judge_agreement(tmp_path: Path) -> None:
-    scenario = load_scenario(SCENARIO, overrides=[f"items.{i}.limit=12" for i in range(6)])
+    overrides = [f"items.{i}.limit=12" for i in range(6)] + [f"data_dir={DATA.parent}"]
+    scenario = load_scenario(SCENARIO, overrides=overrides)
     assert scenario.student.strategy == "scripted" and len(scenario.models.judge) == 3
     result = run_sync(scenario, out=tmp_path)
     assert result.errors == 0 and result.ok == 72
