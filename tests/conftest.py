@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterator
+import sys
+import warnings
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,32 @@ def _hermetic_logging() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """Keep the call phase's outcome on the item, for `_collect_what_a_failure_left_open`."""
+    outcome = yield
+    if call.when == "call":
+        item.stash[_FAILED] = outcome.get_result().failed
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
+def _collect_what_a_failure_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that fails mid-way may leave a socket or transport open. Under `filterwarnings = error` its
+    ResourceWarning would be raised when the garbage collector finds it, in whichever later test is running,
+    and fail that test too (tests/test_conftest.py). After a failure, free it here, where the warning is noise."""
+    yield
+    if request.node.stash.get(_FAILED, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            for name in ("last_type", "last_value", "last_traceback", "last_exc"):  # pytest keeps the failed
+                if hasattr(sys, name):  # test's frames here until the next test runs: free them now
+                    delattr(sys, name)
+            gc.collect()
 
 
 @pytest.fixture

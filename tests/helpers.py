@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from engine import Scenario, build_scenario
+from engine.models._retry import RetryDecision, retry_delay
 
 PLANTED = '<script>alert("pwned")</script><img src=x onerror="window.pwned=1">'
 """Markup planted in a model or dataset string: a report must show it as text and never run it."""
@@ -72,3 +74,15 @@ def make_scenario(base_dir: Path, **overrides: Any) -> Scenario:
     if not (base_dir / "bank.yaml").exists():
         write_bank(base_dir / "bank.yaml")
     return build_scenario(scenario_data(**overrides), base_dir=base_dir)
+
+
+def record_retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The backoff waits the retry loop chose, none of them slept: a test checks "no retry" with no clock."""
+    waits: list[float] = []
+
+    def no_wait(decision: RetryDecision, tries: int) -> float:
+        waits.append(retry_delay(decision, tries))
+        return 0.0
+
+    monkeypatch.setattr("engine.models._retry.retry_delay", no_wait)
+    return waits

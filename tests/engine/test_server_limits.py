@@ -1,6 +1,7 @@
 """Loopback servers hold no socket for ever: header and idle timeouts, a connection cap, and a Host check in view.
 
-Every test speaks raw HTTP/1.1 over a real socket to a real server, and is bounded by `fail_after`.
+Every test speaks raw HTTP/1.1 over a real socket to a real server. `fail_after(HANG_S)` only turns a hang into a
+failure: it is many times any timeout under test, so a loaded machine cannot reach it; no test bounds a duration.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from engine.tools._serve import LoopbackServer
 from engine.tools._view import serve_report
 from tests.helpers import make_scenario
 
+HANG_S = 60
 GET_MODELS = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
@@ -32,7 +34,7 @@ async def _read_all(stream: anyio.abc.SocketStream) -> bytes:
 async def test_idle_connection_is_closed() -> None:
     """A connection that never sends a request is closed after the idle timeout, without an answer."""
     async with LoopbackServer(idle_timeout_s=0.2) as server:
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_S):
             stream = await anyio.connect_tcp("127.0.0.1", server.port)
             started = anyio.current_time()
             assert await _read_all(stream) == b""
@@ -44,7 +46,7 @@ async def test_idle_connection_is_closed() -> None:
 async def test_keep_alive_connection_is_closed_once_idle() -> None:
     """After a served request, a silent keep-alive connection is closed too."""
     async with LoopbackServer(idle_timeout_s=0.2) as server:
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_S):
             stream = await anyio.connect_tcp("127.0.0.1", server.port)
             await stream.send(GET_MODELS)
             data = await _read_all(stream)
@@ -55,7 +57,7 @@ async def test_keep_alive_connection_is_closed_once_idle() -> None:
 async def test_slow_request_head_gets_408() -> None:
     """A head dripped a byte at a time (slowloris) must still arrive within the header timeout of its first byte."""
     async with LoopbackServer(header_timeout_s=0.3, idle_timeout_s=5) as server:
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_S):
             stream = await anyio.connect_tcp("127.0.0.1", server.port)
             started = anyio.current_time()
             async with anyio.create_task_group() as tg:
@@ -68,15 +70,15 @@ async def test_slow_request_head_gets_408() -> None:
                 tg.start_soon(drip)
                 data = await _read_all(stream)
                 tg.cancel_scope.cancel()
-            assert data.startswith(b"HTTP/1.1 408")
-            assert 0.3 <= anyio.current_time() - started < 2
+            assert data.startswith(b"HTTP/1.1 408")  # before the drip ended: it would have been a 200
+            assert anyio.current_time() - started >= 0.3
             await stream.aclose()
 
 
 async def test_connections_over_the_cap_get_503_and_a_slot_frees_on_close() -> None:
     """Beyond `max_connections` open sockets a client gets a 503 at once; closing one lets the next one in."""
     async with LoopbackServer(max_connections=3, idle_timeout_s=10) as server:
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_S):
             held = [await anyio.connect_tcp("127.0.0.1", server.port) for _ in range(3)]
             await anyio.sleep(0.05)  # let the server accept them
             extra = await anyio.connect_tcp("127.0.0.1", server.port)

@@ -1,7 +1,9 @@
 """The load generator against `simrun serve` with known latency, token rate, limits and stalls.
 
-The server runs on the test's own event loop (a real socket, real HTTP); the loads are light enough that
-sharing the loop does not move the figures past the tolerances used here.
+The server runs on the test's own event loop (a real socket, real HTTP). Its sleeps can only end late, never
+early, so a configured delay is a lower bound; a loaded machine makes every figure later, by an amount no test can
+know, so the upper bounds are wide multiples of the configured delays (`SLACK`), and comparisons between runs are
+between figures that differ tenfold or more. No assertion here depends on the machine being idle.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from engine.tools.loadtest._run import load_items, run_load
 from engine.tools.loadtest._workers import run_in_process, run_step
 
 Result = tuple[list[RequestRecord], dict[str, Any], ServerStats]
+SLACK = 5.0
+"""How many times its configured value a latency may measure on a loaded machine."""
+EARLY = 0.95
+"""An event loop may wake a timer up to a clock tick early."""
 
 
 async def _load(serve: dict[str, Any] | None = None, *, processes: bool = False, **settings: Any) -> Result:
@@ -46,20 +52,22 @@ async def test_ttft_itl_and_tokens_match_the_server_settings() -> None:
         {"latency_s": 0.02, "ttft_s": 0.05, "tokens_per_s": 200}, rate=8.0, duration_s=1.0, turns=2, think_time_s=0.05
     )
     latency = summary["latency_ms"]
-    assert 70 <= latency["ttft"]["p50"] <= 100
-    assert 4.5 <= latency["itl"]["p50"] <= 6.5  # the server's sleeps can only be late, never early
+    ttft, itl = 20 + 50, 1000 / 200  # ms: latency_s + ttft_s, and 1 / tokens_per_s
+    assert EARLY * ttft <= latency["ttft"]["p50"] <= SLACK * ttft
+    assert itl / SLACK <= latency["itl"]["p50"] <= SLACK * itl  # a late read can bunch chunks: both ways
     assert summary["requests"]["ok"] == len(rows) == stats.requests
     assert summary["tokens"]["completion"] == stats.completion_tokens
     assert summary["tokens"]["prompt"] == stats.prompt_tokens
     assert {row.turn for row in rows} == {0, 1}
     assert all(row.messages == 2 + 2 * row.turn for row in rows)  # the history grows by one exchange a turn
-    assert summary["latency_ms"]["dispatch_delay"]["p50"] < 5  # sent on schedule (a busy CI box may delay a few)
+    assert summary["latency_ms"]["dispatch_delay"]["p50"] < 1000 / 8 / 2  # on schedule: within half the send gap
 
 
 async def test_itl_matches_the_token_rate_whatever_the_chunk_size() -> None:
     """One word per chunk: the server paces by the same token estimate its usage reports."""
     _, summary, _ = await _load({"tokens_per_s": 100, "chunk_words": 1}, rate=8.0, duration_s=0.5)
-    assert 9.0 <= summary["latency_ms"]["itl"]["p50"] <= 12.0
+    itl = 1000 / 100
+    assert itl / SLACK <= summary["latency_ms"]["itl"]["p50"] <= SLACK * itl
 
 
 async def test_a_rate_limited_server_shows_every_429_it_sent() -> None:
@@ -80,24 +88,28 @@ async def test_retries_are_explicit_rows_and_counted() -> None:
     assert summary["requests"]["measured"] == len({(row.conversation, row.turn) for row in rows})
     assert summary["attempt_errors"] == {"http_5xx": stats.server_errors}
     assert sum(summary["errors"].values()) == summary["requests"]["measured"] - summary["requests"]["ok"]
-    assert summary["gates"]["checks"]["dispatch_delay"]["ok"]  # a retry's backoff is not client queueing
+    # a retry's backoff is not client queueing: the dispatch delay is that of first attempts only
+    firsts = [row.dispatch_delay for row in rows if row.attempt == 0 and row.dispatch_delay is not None]
+    assert summary["latency_ms"]["dispatch_delay"]["max"] == pytest.approx(1000 * max(firsts))
+    assert summary["latency_ms"]["dispatch_delay"]["n"] == len(firsts) < len(rows)
 
 
 async def test_coordinated_omission_is_detected_when_the_server_stalls() -> None:
-    """Behind a client cap, a stall delays later sends: latency from the send hides it, from the schedule not."""
-    stall = {"latency_s": 0.01, "stall_at_s": 0.2, "stall_s": 0.8}
+    """Behind a client cap, a stall delays later sends: latency from the send hides it, from the schedule not.
+
+    The stall (2 s from 0.2 s after the server starts) outlasts the whole 1 s schedule even when a loaded machine
+    starts the load late, so most sends queue behind it: seconds of delay against the server's 10 ms."""
+    stall = {"latency_s": 0.01, "stall_at_s": 0.2, "stall_s": 2.0}
     _, capped, _ = await _load(stall, rate=20.0, duration_s=1.0, max_in_flight=2)
-    latency = capped["latency_ms"]
+    late = capped["latency_ms"]
     assert capped["gates"]["coordinated_omission"] and not capped["gates"]["valid"]
-    # the queued sends wait out the rest of the stall: p99 about 700 ms and 400 ms at the median on a quiet
-    # machine, much less when a loaded one starts the stall late (154 ms seen); either is 10x the server's 10 ms
-    assert latency["dispatch_delay"]["p99"] > 100
-    assert latency["e2e_from_schedule"]["p50"] - latency["e2e"]["p50"] > 100
+    hidden = late["e2e_from_schedule"]["p50"] - late["e2e"]["p50"]
+    assert late["dispatch_delay"]["p50"] > 10 * 10 and hidden > 10 * 10
     _, open_loop, _ = await _load(stall, rate=20.0, duration_s=1.0)
     latency = open_loop["latency_ms"]
-    assert latency["dispatch_delay"]["p50"] < 20
-    assert latency["e2e"]["max"] > 500  # with no cap, the stall shows in the plain latency itself
-    assert latency["e2e_from_schedule"]["p50"] - latency["e2e"]["p50"] < 20
+    assert latency["e2e"]["max"] > 1000  # with no cap, the stall shows in the plain latency itself
+    assert latency["dispatch_delay"]["p50"] < late["dispatch_delay"]["p50"] / 4  # sent on schedule
+    assert latency["e2e_from_schedule"]["p50"] - latency["e2e"]["p50"] < hidden / 4
 
 
 async def test_closed_loop_keeps_the_concurrency_and_has_no_schedule() -> None:
@@ -118,7 +130,9 @@ async def test_max_requests_sends_exactly_that_many() -> None:
 async def test_an_unreachable_target_is_named_not_blamed_on_the_client() -> None:
     async with LoopbackServer() as server:  # a port that was just free: nothing listens there any more
         target = server.base_url
-    config = LoadConfig(target=target, model="m", arrival="constant", rate=10.0, duration_s=0.3, turns=1)
+    # The client's own gates are set loose: a loaded test machine's event loop must not decide this test.
+    loose = {"loop_lag_p99_ms": 60_000, "max_cpu": 1.0}
+    config = LoadConfig(target=target, model="m", arrival="constant", rate=10.0, duration_s=0.3, turns=1, gates=loose)
     rows, health = await run_in_process(config, load_items(config), rate=10.0, step=0)
     summary = summarize(config, rows, [health], rate=10.0)
     assert rows and summary["errors"] == {"connection": len(rows)}
@@ -163,8 +177,9 @@ async def test_both_transports_name_a_dropped_stream_alike(transport: str) -> No
 
 async def test_the_sdk_transport_measures_the_same_server_alike() -> None:
     _, summary, stats = await _load({"ttft_s": 0.05, "tokens_per_s": 200}, transport="sdk", rate=8.0, duration_s=0.5)
-    assert 50 <= summary["latency_ms"]["ttft"]["p50"] <= 80
-    assert 4.5 <= summary["latency_ms"]["itl"]["p50"] <= 6.5
+    ttft, itl = 50, 1000 / 200
+    assert EARLY * ttft <= summary["latency_ms"]["ttft"]["p50"] <= SLACK * ttft
+    assert itl / SLACK <= summary["latency_ms"]["itl"]["p50"] <= SLACK * itl
     assert summary["tokens"]["completion"] == stats.completion_tokens
 
 
@@ -197,7 +212,9 @@ async def test_stopping_early_keeps_every_row_measured(workers: int, tmp_path: P
         stats = server.stats
     assert result.summary["status"] == "interrupted"
     rows = read_requests(result.run_dir.path / "requests.csv")
-    assert rows and len(rows) == stats.requests
+    # every request the server saw has its row, and so has a send cancelled before the server counted it; a
+    # stream the stop cut after its 200 began is a cancelled row, not an ok one
+    assert rows and len(rows) >= stats.requests and sum(row.ok for row in rows) <= stats.by_status.get(200, 0)
     assert {row.worker for row in rows} == set(range(workers))
     assert all(row.ok or row.error == "cancelled" for row in rows)
 
