@@ -68,16 +68,19 @@ def test_a_run_writes_summary_csv_report_and_manifest(server: LoopbackServer, tm
 def test_a_sweep_steps_the_rate_until_the_slo_breaks_and_reports_the_knee(
     server: LoopbackServer, tmp_path: Path
 ) -> None:
-    """The server admits 10 requests/s: rates 2, 4, 8 pass; 16 meets 429s and breaks the goodput target."""
+    """The server admits 10 requests/s: rates 2 and 4 pass; 16 meets 429s and breaks the goodput target.
+
+    No step runs near the server's limit (4 is 2.5x under it, 16 1.6x over), so a loaded machine that sends a step's
+    requests in late bunches cannot move the knee."""
     config = tmp_path / "sweep.yaml"  # gates loosened: a busy test machine must not end the sweep early
     config.write_text("gates: {dispatch_p99_ms: 1000, loop_lag_p99_ms: 1000, max_cpu: 1}\n")
     out = tmp_path / "runs"
     args = ["loadtest", str(config), "--target", server.base_url, "--model", "sim-tutor", "--arrival", "constant"]
-    args += ["--sweep", "2,4,8,16,32", "--duration", "1", "--turns", "1", "--slo-e2e-ms", "500", "--out", str(out)]
+    args += ["--sweep", "2,4,16,32", "--duration", "1", "--turns", "1", "--slo-e2e-ms", "500", "--out", str(out)]
     main(args)
     summary = orjson.loads((_run_dir(out) / "summary.json").read_bytes())
-    assert [step["target_rate"] for step in summary["steps"]] == [2, 4, 8, 16]  # stops at the first failure
-    assert summary["sweep"]["knee_rate"] == 8 and summary["sweep"]["broke_at"] == 16
+    assert [step["target_rate"] for step in summary["steps"]] == [2, 4, 16]  # stops at the first failure
+    assert summary["sweep"]["knee_rate"] == 4 and summary["sweep"]["broke_at"] == 16
     assert summary["sweep"]["knee_reached"] is True
     assert "knee (last passing step)" in (_run_dir(out) / "report.html").read_text()
     assert summary["steps"][-1]["errors"].get("http_429", 0) > 0
