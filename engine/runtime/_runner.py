@@ -30,6 +30,7 @@ from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, 
 from engine.models._probe import ProbeFailed, probe_endpoints
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
+from engine.runtime._players import played_by
 from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
 from engine.runtime._rundir import RunDir, utc_now
 from engine.scenario._budget import Budget, Spend, spend
@@ -519,6 +520,7 @@ class Runner:
                     "judge": [spec.model for spec in scenario.models.judge],
                 },
                 "providers": providers,
+                "played_by": played_by(scenario.models, custom_tutor=self._custom_tutor is not None),
                 "status": status,
                 "reason": self.reason,
                 "counts": {
