@@ -97,7 +97,9 @@ def judging_line(block: Mapping[str, Any] | None) -> str | None:
 
 def played_by_line(played: Mapping[str, Any]) -> str:
     """`tutor: model `x` · student: simulator `sim/student` · judge: ...`, from the manifest's `played_by`."""
-    return " · ".join(f"{role}: {_player(entry)}" for role, entry in played.items() if entry)
+    roles = ("tutor", "student", "judge")
+    order = [role for role in roles if role in played] + sorted(set(played) - set(roles))
+    return " · ".join(f"{role}: {_player(played[role])}" for role in order if played[role])
 
 
 def all_simulated(played: Mapping[str, Any]) -> bool:
