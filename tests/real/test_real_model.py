@@ -58,8 +58,8 @@ def test_crescendo_and_fairness_with_the_tutor_on_the_real_model(base_url: str, 
         tutor = f"tutor={tutor_spec(base_url, max_tokens=96)}"
         result, records = _run(scenario, tmp_path / scenario, [tutor], f"limit={limit}", *shorter)
         assert (result.ok, result.errors) == (limit, 0), scenario
-        replies = [t for r in records for t in r.turns if t.role == "tutor"]
-        assert replies and all(t.model == MODEL for t in replies)
+        replies = [t for r in records for t in r.turns if t.role == "tutor" and t.model is not None]  # not openings
+        assert replies and {t.model for t in replies} == {MODEL}
         assert sum(t.usage.completion_tokens for t in replies) > 0 and any(t.text.strip() for t in replies)
         played = result.summary["run"]["played_by"]
         assert played["tutor"] == {"model": MODEL, "provider": "openai", "simulator": False}
