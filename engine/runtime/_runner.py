@@ -28,6 +28,7 @@ from engine.models._cache import resolve_cache_path
 from engine.models._client import CallStats, ModelClient
 from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, shared_throttle
 from engine.models._probe import ProbeFailed, probe_endpoints
+from engine.models._seats import ranked_calls
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
 from engine.runtime._players import played_by
@@ -461,7 +462,7 @@ class Runner:
         )
         started = utc_now()
         error: ErrorInfo | None = None
-        with structlog.contextvars.bound_contextvars(episode_id=episode.id):
+        with structlog.contextvars.bound_contextvars(episode_id=episode.id), ranked_calls():
             try:
                 await self.built.protocol.run(ctx)
             except Exception as caught:
