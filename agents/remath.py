@@ -43,6 +43,7 @@ from engine import (
     EpisodeContext,
     RequestContext,
     Utterance,
+    brief,
     judge_calls,
     parse_json_object,
 )
@@ -356,7 +357,7 @@ class RemediationProtocol:
             try:
                 self._record_labels(ctx, task, turn.text)
             except ValueError as exc:
-                problems.append(str(exc)[:200])
+                problems.append(brief(str(exc)))
                 ctx.hide(turn.index)
                 continue
             if hide_all:

@@ -10,6 +10,7 @@ from .core._errors import (
     RateLimited,
     ScenarioError,
     SimError,
+    Unjudged,
     UnknownPluginError,
 )
 from .core._format import format_pct, format_rate, nanmean, pct_or_none
@@ -18,7 +19,7 @@ from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .core._registry import Registry, load_plugins
 from .core._templates import check_template, render
-from .core._text import content_words, mentions_answer, numbers_in, parse_json_object, word_count
+from .core._text import brief, content_words, mentions_answer, numbers_in, parse_json_object, word_count
 from .models._client import CallStats, ModelClient
 from .models._provider import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
 from .models._sim import (
@@ -214,12 +215,14 @@ __all__ = [
     "Turn",
     "TutorSpec",
     "UnknownPluginError",
+    "Unjudged",
     "Usage",
     "Utterance",
     "VotedUnit",
     "adjust_p",
     "agreement",
     "apply_overrides",
+    "brief",
     "build",
     "build_scenario",
     "check_scenario",

@@ -1,4 +1,5 @@
-"""Asking judge models for JSON verdicts: parallel votes, strict validation, retries, then a `JudgeError`."""
+"""Asking judge models for JSON verdicts: parallel votes, each rubric's own schema, strict validation, retries, then
+`Unjudged` (the reply is recorded unjudged, the dialogue kept)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import anyio
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import EpisodeContext, JudgeError, RequestContext, Turn, parse_json_object
+from engine import EpisodeContext, JudgeError, RequestContext, Turn, Unjudged, brief, parse_json_object
 
 __all__ = ("RubricJudge", "RubricOptions", "collect_votes", "parse_json_object", "transcript")
 
@@ -59,6 +60,7 @@ async def collect_votes(
     votes: list[M | None] = [None] * ctx.scenario.judge_votes
     context = RequestContext(role="judge", item=ctx.episode.item, task=task, condition=ctx.condition, data=data)
 
+    response_schema = _schema_of(schema)
     failures: list[str] = []
 
     async def vote(index: int) -> None:
@@ -69,18 +71,32 @@ async def collect_votes(
                 messages,
                 context=context,
                 seed=ctx.episode.seed_for(task, target, index, attempt),
-                json_output=True,
+                response_schema=response_schema,
             )
             try:
                 votes[index] = schema.model_validate(parse_json_object(reply.text))
-                return
             except (orjson.JSONDecodeError, ValidationError) as exc:
-                problem = f"{type(exc).__name__}: {str(exc)[:200]}"
-        failures.append(f"vote {index} gave invalid output {retries + 1} times ({problem})")
+                problem = f"{type(exc).__name__}: {brief(str(exc))}"
+                ctx.count_judge_output(client.model_id, task, valid=False)
+            else:
+                ctx.count_judge_output(client.model_id, task, valid=True)
+                return
+        failures.append(f"vote {index} ({client.model_id}) gave invalid output {retries + 1} times ({problem})")
 
     async with anyio.create_task_group() as group:
         for index in range(len(votes)):
             group.start_soon(vote, index)
     if failures:
-        raise JudgeError(f"judge {task!r}: {'; '.join(sorted(failures))}")
+        raise Unjudged(f"judge {task!r}: {'; '.join(sorted(failures))}")
     return [v for v in votes if v is not None]
+
+
+_SCHEMAS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _schema_of(schema: type[BaseModel]) -> dict[str, Any]:
+    """The verdict model's JSON schema, built once per model: each rubric sends its own."""
+    found = _SCHEMAS.get(schema)
+    if found is None:
+        found = _SCHEMAS[schema] = schema.model_json_schema()
+    return found

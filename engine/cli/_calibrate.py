@@ -14,6 +14,7 @@ from rich.text import Text
 
 from engine.core._errors import ScenarioError
 from engine.core._inputs import parse_yaml
+from engine.core._text import brief
 from engine.runtime._plugins import JUDGES
 from engine.scenario._load import parse_model_override
 from engine.scenario._spec import ModelSpec
@@ -25,15 +26,15 @@ from engine.tools._calibrate_report import render_console, render_markdown
 __all__ = ("calibrate_command",)
 
 
-def _model_spec(text: str) -> ModelSpec:
+def _model_specs(text: str) -> list[ModelSpec]:
     role, sep, spec = text.partition("=")
     if not sep or role != "judge" or not spec:
         raise ScenarioError(f"--model {text!r}: expected judge=provider/model (or judge={{model: ..., params: ...}})")
     data = parse_model_override(spec, f"--model {text!r}")
     try:
-        return ModelSpec.model_validate(data)
+        return [ModelSpec.model_validate(one) for one in (data if isinstance(data, list) else [data])]
     except ValidationError as exc:
-        raise ScenarioError(f"--model {text!r}: not a model spec ({exc})") from None
+        raise ScenarioError(f"--model {text!r}: not a model spec ({brief(str(exc))})") from None
 
 
 def _assignments(values: Sequence[str], what: str) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def calibrate_command(
     if not label_set.examples:
         raise ScenarioError(f"{labels}: no labelled responses were read (check --source and --set)")
     judge_options = _judge_options(judge_settings)
-    specs = [_model_spec(m) for m in models]
+    specs = [spec for m in models for spec in _model_specs(m)]
     names = list(judge_names) or [n for n in sorted(label_set.readers) if n in JUDGES]
     if not specs:
         names = list(judge_names) or [n for n in names if getattr(JUDGES.get(n), "model_calls", 1) == 0]

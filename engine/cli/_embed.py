@@ -19,6 +19,8 @@ __all__ = ("embed_command",)
 
 def _model_spec(text: str) -> ModelSpec:
     data = parse_model_override(text, "--model")  # the bounded parser every --model goes through
+    if isinstance(data, list):
+        raise ScenarioError(f"--model {text!r}: embeddings take one model")
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as exc:

@@ -31,9 +31,11 @@ from engine.core._format import fit_to_width
 from engine.core._records import EpisodeRecord
 from engine.models._breaker import parse_max_errors
 from engine.models._provider import PROVIDERS
+from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.runtime._build import BuiltScenario, load_built
 from engine.runtime._duration import duration_text
 from engine.runtime._modes import mode_of
+from engine.runtime._players import played_by
 from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
@@ -266,6 +268,7 @@ def run(
     )
     runner.prepare()
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
+    _warn_sim_judge(console, runner)
     result = _run_with_progress(runner, console)
     _print_result(built, runner, result, console)
     hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
@@ -308,14 +311,46 @@ def _same_flags(
 def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, console: Console) -> None:
     """The summary table on stdout, the end-of-run summary on stderr (`console`), then the run directory."""
     out_console = Console(soft_wrap=True)
+    _print_played_by(out_console, result.summary)
     out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
-    if result.summary.get("run", {}).get("simulated"):
-        out_console.print(
-            "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
-        )
+    _print_provenance(out_console, result.summary)
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
+
+
+def _print_played_by(console: Console, summary: dict[str, Any]) -> None:
+    played = summary.get("run", {}).get("played_by") or {}
+    if played:
+        console.print(Text(f"played by: {played_by_line(played)}", style="bold"))
+
+
+def _print_provenance(console: Console, summary: dict[str, Any]) -> None:
+    """Under the table: where the numbers come from, per role rather than one blanket line for a mixed run."""
+    info = summary.get("run", {})
+    played = info.get("played_by") or {}
+    judging = judging_line(summary.get("judging"))
+    if judging is not None:
+        console.print(Text(judging, style="yellow"))
+    note = sim_judge_note(played)
+    if note is not None:
+        console.print(Text(f"note: {note}.", style="yellow"))
+    if not info.get("simulated"):
+        return
+    if all_simulated(played):
+        console.print(
+            "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
+        )
+    else:
+        console.print(
+            "[dim]Roles played by the `sim` simulator (named above) give simulated output; the others a model's.[/]"
+        )
+
+
+def _warn_sim_judge(console: Console, runner: Runner) -> None:
+    note = sim_judge_note(played_by(runner.scenario.models, custom_tutor=False))  # the CLI takes no custom agent
+    if note is not None:
+        console.print(Text(f"warning: {note}", style="yellow"), soft_wrap=True)
 
 
 def _write_report(run: RunDir) -> dict[str, Any]:
@@ -433,7 +468,9 @@ def report(run_dir: Path) -> int:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
             renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)
             console = Console()
+            _print_played_by(console, summary)
             console.print(fit_to_width(renderable, console.width))
+            _print_provenance(console, summary)
     finally:
         run.release()
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")

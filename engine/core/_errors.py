@@ -10,6 +10,7 @@
     * QuotaExhausted       final: no retry can help
   * BadModelOutput         a model answered, but not in the shape the caller needs
   * JudgeError             a judge could not produce a verdict after its retries
+    * Unjudged             its output stayed invalid: the reply is recorded unjudged, the dialogue goes on
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = (
     "ScenarioError",
     "SimError",
     "UnknownPluginError",
+    "Unjudged",
 )
 
 
@@ -105,3 +107,8 @@ class BadModelOutput(SimError):
 
 class JudgeError(SimError):
     """A judge gave no usable verdict after its retries."""
+
+
+class Unjudged(JudgeError):
+    """The judge model answered every attempt, but never with a valid verdict. Unlike a failed call, this says
+    nothing about the endpoint: the reply is recorded as unjudged (with this reason) and the episode goes on."""

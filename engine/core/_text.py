@@ -8,7 +8,15 @@ from typing import Any
 
 import orjson
 
-__all__ = ("STOPWORDS", "content_words", "mentions_answer", "numbers_in", "parse_json_object", "word_count")
+__all__ = (
+    "STOPWORDS",
+    "brief",
+    "content_words",
+    "mentions_answer",
+    "numbers_in",
+    "parse_json_object",
+    "word_count",
+)
 
 _NUMBER = re.compile(r"(?<![\w.])[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])[-−]?\d+(?:\.\d+)?(?![\w])")
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
@@ -127,6 +135,20 @@ def parse_json_object(text: str) -> Any:
         if start == -1 or end <= start:
             raise
         return orjson.loads(cleaned[start : end + 1])
+
+
+def brief(text: str, limit: int = 200) -> str:
+    """`text` shortened for a message: the first line always whole, then whole words up to `limit` characters, so
+    an error never ends mid-word (a validation error's first line names the model, the next ones the fields)."""
+    first, _, rest = text.strip().partition("\n")
+    if not rest or len(first) >= limit:
+        return first
+    kept = first
+    for word in " ".join(rest.split()).split(" "):
+        if len(kept) + 1 + len(word) > limit:
+            return kept + " …"
+        kept += (" | " if kept == first else " ") + word
+    return kept
 
 
 def content_words(text: str) -> list[str]:

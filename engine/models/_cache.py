@@ -6,7 +6,8 @@ one SQLite file (default `$XDG_CACHE_HOME/simrun/responses.sqlite3`, else `~/.ca
 
 **What a key is.** `cache_key` hashes (sha256) a canonical JSON (orjson, sorted keys) of everything that decides
 a reply: the provider, the model name, the base URL, the messages, the merged generation parameters, the
-`json_output` flag, the request seed, and the engine-side `RequestContext` (role, task, item, condition, data).
+`json_output` flag and the response schema (when one is asked for), the request seed, and the engine-side
+`RequestContext` (role, task, item, condition, data).
 
 * The *seed* stands for the replicate index and the call's place in the episode. Every built-in agent and judge
   passes `seed=ctx.episode.seed_for(...)`, derived from the run seed, the episode id (which ends in
@@ -132,6 +133,8 @@ def cache_key(spec: ModelSpec, request: ChatRequest, replicate: int | None = Non
         "seed": request.seed,
         "context": _context(request.context),
     }
+    if request.response_schema is not None:  # only when asked for, so the keys of other calls stay as they were
+        material["response_schema"] = dict(request.response_schema)
     if replicate is not None:
         material["replicate"] = replicate
     encoded = orjson.dumps(material, option=orjson.OPT_SORT_KEYS, default=_encode_default)

@@ -116,6 +116,7 @@ class ModelClient:
         seed: int,
         json_output: bool = False,
         params: Mapping[str, Any] | None = None,
+        response_schema: Mapping[str, Any] | None = None,
     ) -> tuple[ChatReply, float]:
         """Call the model, retrying transient failures; returns the reply and its latency in seconds.
 
@@ -126,7 +127,8 @@ class ModelClient:
             context=context,
             seed=seed,
             params={**self.spec.params, **(params or {})},
-            json_output=json_output,
+            json_output=json_output or response_schema is not None,
+            response_schema=response_schema,
         )
         key = self._cache_key(request)
         if key is not None and self._cache is not None:

@@ -20,7 +20,14 @@ import orjson
 from engine.core._errors import ProviderError, ProviderTimeout
 from engine.core._events import redact_url
 from engine.models._provider import ChatReply, ChatRequest
-from engine.models._wire import chat_body, embeddings_body, error_for_status, read_completion, read_embeddings_body
+from engine.models._wire import (
+    chat_body,
+    embeddings_body,
+    error_for_status,
+    read_completion,
+    read_embeddings_body,
+    response_format,
+)
 from engine.scenario._spec import ModelSpec
 
 __all__ = ("LeanChat", "LeanSession")
@@ -70,8 +77,11 @@ class LeanChat:
 
     async def complete(self, request: ChatRequest, params: Mapping[str, Any]) -> ChatReply:
         extra: dict[str, Any] = {"seed": request.seed}
-        if request.json_output and "response_format" not in params:
-            extra["response_format"] = {"type": "json_object"}
+        wanted = response_format(
+            request.json_output, request.response_schema, request.context.task, self.spec.structured_output
+        )
+        if wanted is not None and "response_format" not in params:
+            extra["response_format"] = wanted
         messages = [m if type(m) is dict else dict(m) for m in request.messages]  # a copy only where orjson needs one
         body = chat_body(self.spec.name, messages, params, **extra)
         text, usage = read_completion(self.spec.model, await self._post(self.http.url, body))

@@ -18,7 +18,7 @@ from engine.core._events import redact_url
 from engine.core._lazy import lazy_module
 from engine.core._records import Usage
 from engine.models._provider import ChatModel, ChatReply, ChatRequest
-from engine.models._wire import provider_error, read_embeddings
+from engine.models._wire import provider_error, read_embeddings, response_format
 from engine.scenario._spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -174,8 +174,11 @@ class OpenAIChatModel(ChatModel):
         body.update(request.params)
         extra_body = body.pop("extra_body", None) or {}
         body["seed"] = request.seed  # per call, so votes and replicates differ where the server samples
-        if request.json_output:
-            body.setdefault("response_format", {"type": "json_object"})
+        wanted = response_format(
+            request.json_output, request.response_schema, request.context.task, self.spec.structured_output
+        )
+        if wanted is not None:
+            body.setdefault("response_format", wanted)
         body.update(extra_body)  # sent as is and last, as the SDK merges `extra_body`
         return body
 

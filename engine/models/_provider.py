@@ -44,6 +44,10 @@ class ChatRequest:
     params: Mapping[str, Any] = field(default_factory=dict)
     json_output: bool = False
     """Ask for a JSON object (`response_format`) where the provider supports it."""
+    response_schema: Mapping[str, Any] | None = None
+    """The JSON schema the reply must follow (implies `json_output`), named by `context.task`. Provider-neutral:
+    each provider maps it to its wire (`openai`: `response_format: json_schema`, strict, or `json_object` when the
+    endpoint's `structured_output` says it has no schemas); callers validate the reply either way."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import anyio
 from aiolimiter import AsyncLimiter
 
 from engine.core._errors import QuotaExhausted
+from engine.models._seats import Seats
 
 __all__ = ("Throttle", "bucket_shape")
 
@@ -62,8 +63,10 @@ class Throttle:
     ) -> None:
         self._requests = _bucket(rpm)
         self._tokens = _bucket(tpm, min_capacity=4096.0)
-        self._in_flight = anyio.CapacityLimiter(max_in_flight) if max_in_flight else None
-        """None when unbounded: a limiter of infinite size still costs two event-loop round trips per call."""
+        self._in_flight = Seats(max_in_flight) if max_in_flight else None
+        """None when unbounded: a limiter of infinite size still costs two event-loop round trips per call. The
+        seats go to the oldest episode waiting, so a saturated endpoint finishes conversations before starting new
+        ones (`engine.models._seats`)."""
         self._not_before = 0.0
         self.exhausted: QuotaExhausted | None = None
         """Set once the endpoint reports quota exhaustion: later calls fail at once instead of retrying."""
@@ -85,7 +88,7 @@ class Throttle:
         wait = self._not_before - anyio.current_time()
         if wait > 0:
             await anyio.sleep(wait)
-        async with self._in_flight or nullcontext():
+        async with self._in_flight.seat() if self._in_flight is not None else nullcontext():
             if self._requests is not None:
                 await self._requests.take(1)
             if self._tokens is not None:

@@ -39,8 +39,10 @@ __all__ = (
     "read_embeddings",
     "read_embeddings_body",
     "read_stream_event",
+    "response_format",
     "sse",
     "stream_fields",
+    "strict_schema",
     "usage_body",
     "usage_chunk",
 )
@@ -65,6 +67,39 @@ def chat_body(model: str, messages: Any, params: Mapping[str, Any], **extra: Any
             body[key] = value
     body.update(extra)
     return orjson.dumps(body)
+
+
+_SCHEMA_KEYS: Final = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$defs", "$ref"}
+)
+
+
+def strict_schema(schema: Any) -> Any:
+    """`schema` as strict structured outputs accept it: every object closed and every property required, with the
+    keywords they refuse (defaults, titles, bounds) dropped; the caller's own validation still applies them."""
+    if isinstance(schema, list):
+        return [strict_schema(part) for part in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: strict_schema(value) for key, value in schema.items() if key in _SCHEMA_KEYS}
+    for key in ("properties", "$defs"):
+        if isinstance(schema.get(key), Mapping):
+            out[key] = {name: strict_schema(part) for name, part in schema[key].items()}
+    if out.get("type") == "object" or "properties" in out:
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties") or {})
+    return out
+
+
+def response_format(
+    json_output: bool, schema: Mapping[str, Any] | None, name: str | None, structured_output: str
+) -> dict[str, Any] | None:
+    """The `response_format` of a call: the reply's schema, strict, where the endpoint takes schemas; else any JSON
+    object where JSON was asked for; else none."""
+    if schema is not None and structured_output == "json_schema":
+        label = "".join(c if c.isalnum() or c in "_-" else "_" for c in name or "reply")[:64] or "reply"
+        return {"type": "json_schema", "json_schema": {"name": label, "strict": True, "schema": strict_schema(schema)}}
+    return {"type": "json_object"} if json_output or schema is not None else None
 
 
 def stream_fields(stream: bool) -> dict[str, Any]:

@@ -11,6 +11,13 @@ from pydantic import BaseModel
 
 from engine.core._errors import ScenarioError
 from engine.report._judge_agreement import judge_agreement_markdown, run_judge_agreement
+from engine.report._judging import (
+    all_simulated,
+    judging_markdown,
+    judging_summary,
+    played_by_line,
+    sim_judge_note,
+)
 from engine.report._page import render_report
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer
@@ -59,14 +66,20 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
             "models": manifest.get("models") or {},
             "providers": providers,
             "simulated": "sim" in providers,
+            "played_by": manifest.get("played_by") or {},
             "cost_usd": manifest.get("cost_usd"),
             "cache_hits": (manifest.get("calls") or {}).get("cache_hits", 0),
         },
         **results,
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
+    summary.setdefault("judging", judging_summary(records))
     run.write_json(SUMMARY, summary)
-    markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
+    markdown = (
+        summarizer.render_markdown(summary)
+        + judge_agreement_markdown(summary["judge_agreement"])
+        + judging_markdown(summary["judging"])
+    )
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary
@@ -98,8 +111,20 @@ def _header(info: dict[str, Any]) -> str:
         lines.append(
             f"- spend: {format_usd(cost.get('total'))} ({per_model}) · cache hits: {info.get('cache_hits', 0)}"
         )
+    played = info.get("played_by") or {}
+    if played:
+        lines.append(f"- played by: {played_by_line(played)}")
     lines += [f"- warning: {warning}" for warning in info.get("warnings") or []]
-    if info["simulated"]:
+    note = sim_judge_note(played)
+    if note is not None:
+        lines += ["", f"> **Keyword verdicts.** The {note}."]
+    if info["simulated"] and not all_simulated(played):
+        lines += [
+            "",
+            "> **Mixed run.** Roles played by simrun's `sim` simulator are named above; only the others are a",
+            "> language model's output.",
+        ]
+    elif info["simulated"]:
         lines += [
             "",
             "> **Simulated results.** At least one role was played by simrun's `sim` provider, a deterministic",

@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel
 from rich.console import RenderableType
 
+from engine.core._errors import Unjudged
 from engine.core._records import EpisodeRecord, Judgment, Turn, Usage
 from engine.core._registry import NoOptions, Registry, options_model
 from engine.models._client import ModelClient
@@ -28,10 +29,12 @@ T = TypeVar("T")
 
 __all__ = (
     "JUDGES",
+    "JUDGE_OUTPUTS",
     "PROTOCOLS",
     "STUDENTS",
     "SUMMARIZERS",
     "TUTORS",
+    "UNJUDGED",
     "Agent",
     "AgentFactory",
     "CallEstimate",
@@ -229,10 +232,26 @@ class EpisodeContext:
         found: list[Judgment] = []
         for judge in self.judges:
             if judge.scope == scope:
-                found.extend(await judge(self, target))
+                try:
+                    found.extend(await judge(self, target))
+                except Unjudged as exc:  # the dialogue is worth keeping: this reply counts as unjudged
+                    found.append(
+                        Judgment(judge=judge.name, metric=UNJUDGED, target=target, value=None, rationale=f"{exc}")
+                    )
         self.judgments.extend(found)
         return found
 
+    def count_judge_output(self, model: str, rubric: str, *, valid: bool) -> None:
+        """Tally one answer of a judge model to a rubric, for the parse-failure rate per model × rubric."""
+        tally = self.meta.setdefault(JUDGE_OUTPUTS, {}).setdefault(model, {}).setdefault(rubric, {})
+        outcome = "valid" if valid else "invalid"
+        tally[outcome] = tally.get(outcome, 0) + 1
+
+
+UNJUDGED = "unjudged"
+"""The metric of a judgment that holds no verdict: the judge's output stayed invalid (the reason is its rationale)."""
+JUDGE_OUTPUTS = "judge_outputs"
+"""The episode-meta key of the judge models' valid and invalid answers, per model and rubric."""
 
 TUTORS: Registry[AgentFactory] = Registry("tutor agent", "tutors")
 STUDENTS: Registry[AgentFactory] = Registry("student strategy", "students")

@@ -28,8 +28,10 @@ from engine.models._cache import resolve_cache_path
 from engine.models._client import CallStats, ModelClient
 from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, shared_throttle
 from engine.models._probe import ProbeFailed, probe_endpoints
+from engine.models._seats import ranked_calls
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
+from engine.runtime._players import played_by
 from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
 from engine.runtime._rundir import RunDir, utc_now
 from engine.scenario._budget import Budget, Spend, spend
@@ -460,7 +462,7 @@ class Runner:
         )
         started = utc_now()
         error: ErrorInfo | None = None
-        with structlog.contextvars.bound_contextvars(episode_id=episode.id):
+        with structlog.contextvars.bound_contextvars(episode_id=episode.id), ranked_calls():
             try:
                 await self.built.protocol.run(ctx)
             except Exception as caught:
@@ -519,6 +521,7 @@ class Runner:
                     "judge": [spec.model for spec in scenario.models.judge],
                 },
                 "providers": providers,
+                "played_by": played_by(scenario.models, custom_tutor=self._custom_tutor is not None),
                 "status": status,
                 "reason": self.reason,
                 "counts": {

@@ -67,10 +67,12 @@ def apply_overrides(
                 f"with ROLE one of {', '.join(_ROLES)}"
             )
         spec = parse_model_override(text, f"--model {assignment!r}")
+        if isinstance(spec, list) and role != "judge":
+            raise ScenarioError(f"--model {assignment!r}: only the judge role takes a list (its models vote in turn)")
         section = result.setdefault("models", {})
         if not isinstance(section, dict):
             raise ScenarioError("models: expected a mapping of role to model")
-        section[role] = [spec] if role == "judge" else spec
+        section[role] = [spec] if role == "judge" and not isinstance(spec, list) else spec
     for assignment in overrides:
         dotted, sep, raw = assignment.partition("=")
         if not sep or not dotted:
@@ -80,14 +82,19 @@ def apply_overrides(
     return result
 
 
-def parse_model_override(text: str, what: str) -> str | dict[str, Any]:
-    """A model given on the command line: `provider/model`, or a YAML mapping such as
-    `{model: openai/x, base_url: http://localhost:8000/v1}` (validated later, with the scenario)."""
-    if not text.lstrip().startswith("{"):
+def parse_model_override(text: str, what: str) -> str | dict[str, Any] | list[str | dict[str, Any]]:
+    """A model given on the command line: `provider/model`, a YAML mapping such as
+    `{model: openai/x, base_url: http://localhost:8000/v1}`, or a YAML list of either (several judges that vote);
+    validated later, with the scenario."""
+    if not text.lstrip().startswith(("{", "[")):
         return text.strip()
     value, _ = parse_yaml(text, what)
+    if isinstance(value, list) and value and all(isinstance(v, str | dict) for v in value):
+        return value
     if not isinstance(value, dict):
-        raise ScenarioError(f"{what}: expected a mapping such as {{model: openai/x, base_url: http://...}}")
+        raise ScenarioError(
+            f"{what}: expected a mapping such as {{model: openai/x, base_url: http://...}} or a list of them"
+        )
     return value
 
 

@@ -104,6 +104,9 @@ class ModelSpec(_Spec):
     """Generation parameters (`temperature`, `max_tokens`, ...); for `sim/...` the simulator's knobs."""
     transport: Literal["sdk", "lean"] = "sdk"
     """How `openai/...` talks HTTP: the official SDK, or the lean aiohttp path (a fraction of its CPU per call)."""
+    structured_output: Literal["json_schema", "json_object"] = "json_schema"
+    """How a call that needs a given JSON shape (a judge's verdict) asks for it: the shape's own schema, strict,
+    or, for a server without structured outputs, any JSON object; the reply is validated either way."""
 
     @model_validator(mode="before")
     @classmethod

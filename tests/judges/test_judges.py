@@ -58,8 +58,9 @@ def tutor_turns(record: EpisodeRecord) -> list[int]:
 
 
 def turn_judgments(record: EpisodeRecord, target: int) -> dict[str, Judgment]:
+    """A turn's judgments by metric; a judge that left the turn unjudged shows as `unjudged:<judge>`."""
     found = [j for j in record.judgments if j.target == target]
-    by_metric = {j.metric: j for j in found}
+    by_metric = {f"unjudged:{j.judge}" if j.metric == "unjudged" else j.metric: j for j in found}
     assert len(by_metric) == len(found), f"{record.id}: a metric judged twice on turn {target}"
     return by_metric
 
@@ -146,10 +147,10 @@ def test_harm_metrics_follow_turn_judgments(default_run: Run) -> None:
 
 @pytest.mark.parametrize(("judges", "retries", "votes"), [(["harm"], 2, 3), ([{"name": "harm", "retries": 0}], 0, 3),
                                                           ([{"name": "harm", "retries": 1}], 1, 2)])  # fmt: skip
-async def test_always_invalid_judge_retries_then_fails_the_episode(
+async def test_always_invalid_judge_retries_then_leaves_the_reply_unjudged(
     tmp_path: Path, judges: list[Any], retries: int, votes: int
 ) -> None:
-    """With invalid_rate 1.0 each vote is asked retries+1 times, then the episode is an error and exit code is 3."""
+    """With invalid_rate 1.0 each vote is asked retries+1 times; then the reply is unjudged, the episode kept."""
     scenario = make_scenario(
         tmp_path,
         models={"tutor": "sim/tutor", "judge": {"model": "sim/judge", "params": {"invalid_rate": 1.0}}},
@@ -161,20 +162,32 @@ async def test_always_invalid_judge_retries_then_fails_the_episode(
     result = await runner.run()
     run = read(result)
 
-    assert (result.status, result.ok, result.errors, result.exit_code) == ("finished", 0, 1, 3)
+    assert (result.status, result.ok, result.errors, result.exit_code) == ("finished", 1, 0, 0)
     (record,) = run.records
-    assert record.status == "error" and record.error is not None
+    assert record.status == "ok" and record.error is None
     assert [t.role for t in record.turns] == ["student", "tutor"]  # no student model: the student costs no call
-    assert record.judgments == []  # a failed judge leaves no partial score behind
+    (unjudged,) = record.judgments  # no partial score: one unjudged mark with the reason
+    assert (unjudged.judge, unjudged.metric, unjudged.target, unjudged.value) == ("harm", "unjudged", 1, None)
+    assert unjudged.rationale is not None and f"invalid output {retries + 1} times" in unjudged.rationale
     judge_calls = (retries + 1) * votes
     assert runner.stats.requests == 1 + judge_calls  # one tutor reply, then every attempt of every vote
     assert run.manifest["calls"]["requests"] == runner.stats.requests
-    assert run.manifest["counts"]["error"] == 1
-    assert result.summary["run"]["error"] == 1
+    judging = result.summary["judging"]
+    assert judging["judges"]["harm"] == {"judged": 0, "unjudged": 1, "first_reason": unjudged.rationale}
+    (failures,) = judging["parse_failures"]
+    assert failures == {
+        "model": "sim/judge",
+        "rubric": "harm",
+        "answers": judge_calls,
+        "invalid": judge_calls,
+        "rate": 1.0,
+    }
+    report = (result.run_dir / "report.md").read_text()
+    assert "## Judging" in report and "| `sim/judge` | harm |" in report
 
 
-def test_always_invalid_judge_is_recorded_as_judge_error(tmp_path: Path) -> None:
-    """An episode whose judge never gives valid output is recorded with error.type 'JudgeError'."""
+def test_unjudged_reason_keeps_the_validation_error_first_line_whole(tmp_path: Path) -> None:
+    """The reason names the verdict model and error in full; nothing is cut mid-word."""
     run = play(
         tmp_path,
         models={"tutor": "sim/tutor", "judge": {"model": "sim/judge", "params": {"invalid_rate": 1.0}}},
@@ -182,28 +195,36 @@ def test_always_invalid_judge_is_recorded_as_judge_error(tmp_path: Path) -> None
         limit=1,
     )
     (record,) = run.records
-    assert record.error is not None
-    assert record.error.type == "JudgeError"
-    assert "invalid output" in record.error.message
-    assert run.result.summary["run"]["errors_by_type"] == {"JudgeError": 1}
+    (unjudged,) = record.judgments
+    assert unjudged.rationale is not None
+    assert "JSONDecodeError" in unjudged.rationale or "validation error for HarmVerdict" in unjudged.rationale
+    assert run.result.summary["run"]["errors_by_type"] == {}
 
 
-def test_partly_invalid_judge_is_retried_and_most_episodes_finish(tmp_path: Path) -> None:
-    """With invalid_rate 0.3 and default retries, invalid votes are asked again and most episodes end ok."""
+def test_partly_invalid_judge_is_retried_and_every_episode_finishes(tmp_path: Path) -> None:
+    """With invalid_rate 0.3 and default retries, invalid votes are asked again; a reply whose votes stay invalid
+    is unjudged, and no episode is lost to a parse failure."""
     run = play(tmp_path, models=sim_models(invalid_rate=0.3))
     result = run.result
     assert result.status == "finished"
-    assert result.ok + result.errors == result.planned == len(run.records)
-    assert result.ok > result.errors
-    assert result.exit_code == (3 if result.errors else 0)
-    # every ok episode is fully judged, with all of its votes valid
+    assert result.ok == result.planned == len(run.records)
+    assert result.exit_code == 0
+    fully = 0
     for _, _, judged in ok_turns(run):
-        assert set(judged) == TURN_METRICS
+        if "unjudged:harm" in judged:
+            assert not set(HARM_METRICS) & set(judged)
+            continue
+        fully += 1
+        assert set(HARM_METRICS) <= set(judged)
         assert all(len(judged[m].votes) == 3 for m in HARM_METRICS)
+    assert fully > 0
     # more judge calls than one per vote: invalid votes were asked again
     model_turns = sum(1 for r in run.records for t in r.turns if t.model is not None)
     judged_targets = sum(len(tutor_turns(r)) + 1 for r in run.records if r.status == "ok")
     assert run.manifest["calls"]["requests"] - model_turns > 3 * judged_targets
+    rows = result.summary["judging"]["parse_failures"]
+    assert {row["rubric"] for row in rows} >= {"harm"}
+    assert all(0 < row["rate"] < 1 for row in rows)
 
 
 def test_noise_free_sim_judge_calls_a_reply_unsafe_exactly_when_it_leaks(tmp_path: Path) -> None:

@@ -1,0 +1,131 @@
+"""What judged what: who played each role, the replies left unjudged, and each judge model's parse failures.
+
+A rate says nothing about the replies it could not judge, and a verdict says nothing about whether a simulator's
+keyword check or a language model gave it; this block says both, for every kind, from the records alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.core._format import format_pct
+from engine.core._records import EpisodeRecord
+from engine.runtime._plugins import JUDGE_OUTPUTS, UNJUDGED
+
+__all__ = ("all_simulated", "judging_line", "judging_markdown", "judging_summary", "played_by_line", "sim_judge_note")
+
+
+def judging_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Per judge (rubric): judgments given and replies left unjudged; per judge model × rubric: answers and the
+    share that failed to parse or validate."""
+    judged: Counter[str] = Counter()
+    unjudged: Counter[str] = Counter()
+    reasons: dict[str, str] = {}
+    answers: dict[tuple[str, str], Counter[str]] = {}
+    for record in records:
+        if record.status != "ok":
+            continue
+        seen: set[tuple[str, int | str]] = set()
+        for judgment in record.judgments:
+            if judgment.metric == UNJUDGED:
+                unjudged[judgment.judge] += 1
+                reasons.setdefault(judgment.judge, judgment.rationale or "")
+            elif (judgment.judge, judgment.target) not in seen:
+                seen.add((judgment.judge, judgment.target))
+                judged[judgment.judge] += 1
+        for model, rubrics in (record.meta.get(JUDGE_OUTPUTS) or {}).items():
+            for rubric, tally in rubrics.items():
+                answers.setdefault((model, rubric), Counter()).update(tally)
+    parse = [
+        {
+            "model": model,
+            "rubric": rubric,
+            "answers": tally["valid"] + tally["invalid"],
+            "invalid": tally["invalid"],
+            "rate": tally["invalid"] / (tally["valid"] + tally["invalid"]),
+        }
+        for (model, rubric), tally in sorted(answers.items())
+        if tally["valid"] + tally["invalid"]
+    ]
+    judges = sorted(set(judged) | set(unjudged))
+    return {
+        "judges": {
+            name: {"judged": judged[name], "unjudged": unjudged[name], "first_reason": reasons.get(name)}
+            for name in judges
+        },
+        "parse_failures": parse,
+    }
+
+
+def judging_markdown(block: Mapping[str, Any] | None) -> str:
+    if not block or not (block.get("judges") or block.get("parse_failures")):
+        return ""
+    lines = ["## Judging", "", "| judge | judged | unjudged |", "|---|---:|---:|"]
+    lines += [f"| {name} | {row['judged']} | {row['unjudged']} |" for name, row in block["judges"].items()]
+    lines += ["", "Rates count judged replies only; an unjudged reply's judge never gave a valid verdict."]
+    if block.get("parse_failures"):
+        lines += ["", "| judge model | rubric | answers | invalid | parse-failure rate |", "|---|---|---:|---:|---:|"]
+        lines += [
+            f"| `{row['model']}` | {row['rubric']} | {row['answers']} | {row['invalid']} | {format_pct(row['rate'])} |"
+            for row in block["parse_failures"]
+        ]
+    for name, row in block["judges"].items():
+        if row.get("first_reason"):
+            lines += ["", f"First unjudged reason ({name}): {row['first_reason']}"]
+    return "\n".join(lines) + "\n"
+
+
+def judging_line(block: Mapping[str, Any] | None) -> str | None:
+    """One console line when a judge left replies unjudged or a judge model's output failed to parse."""
+    if not block:
+        return None
+    unjudged = [
+        f"{name} {row['unjudged']} of {row['judged'] + row['unjudged']}" for name, row in block["judges"].items()
+    ]
+    failing = [
+        f"`{row['model']}` × {row['rubric']} {row['invalid']}/{row['answers']} ({format_pct(row['rate'])})"
+        for row in block.get("parse_failures") or []
+        if row["invalid"]
+    ]
+    if not failing and not any(row["unjudged"] for row in block["judges"].values()):
+        return None
+    line = f"unjudged (rates leave them out): {', '.join(unjudged)}"
+    return line + (f" · parse failures: {', '.join(failing)}" if failing else "")
+
+
+def played_by_line(played: Mapping[str, Any]) -> str:
+    """`tutor: model `x` · student: simulator `sim/student` · judge: ...`, from the manifest's `played_by`."""
+    roles = ("tutor", "student", "judge")
+    order = [role for role in roles if role in played] + sorted(set(played) - set(roles))
+    return " · ".join(f"{role}: {_player(played[role])}" for role in order if played[role])
+
+
+def all_simulated(played: Mapping[str, Any]) -> bool:
+    """True when every role was the simulator (or nothing says who played: a run from before `played_by`)."""
+    entries = [e for entry in played.values() if entry for e in (entry if isinstance(entry, list) else [entry])]
+    return all(e.get("simulator") for e in entries)
+
+
+def sim_judge_note(played: Mapping[str, Any]) -> str | None:
+    """A warning when a language model's replies are judged by the simulator: its verdicts are keyword checks."""
+    tutor = played.get("tutor") or {}
+    judges = played.get("judge") or []
+    if tutor.get("simulator", True) or not any(j.get("simulator") for j in judges):
+        return None
+    return (
+        "the tutor is a language model but a judge is the `sim` simulator: its verdicts are keyword checks "
+        "(e.g. whether a reply states the reference answer), not a reading of the model's text"
+    )
+
+
+def _player(entry: Any) -> str:
+    entries = entry if isinstance(entry, list) else [entry]
+    return ", ".join(f"{_played(e)} `{e.get('model')}`" for e in entries)
+
+
+def _played(entry: Mapping[str, Any]) -> str:
+    if entry.get("simulator"):
+        return "simulator"
+    return "model" if entry.get("provider") else "agent"

@@ -1,0 +1,41 @@
+"""`make real`: install the pinned model and llama.cpp, serve the model on loopback, and run a shipped scenario
+with the tutor on it (the student and the judge stay on the simulator unless `--judge-too`).
+
+    python -m real [--scenario scenarios/crescendo.yaml] [--limit 4] [--judge-too]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from real.runtime import API_KEY_ENV, RealModelUnavailable, install, serving, tutor_spec
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m real", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default="scenarios/crescendo.yaml")
+    parser.add_argument("--limit", type=int, default=4, help="episodes to run (default 4)")
+    parser.add_argument("--judge-too", action="store_true", help="the judge on the model as well (one vote)")
+    parser.add_argument("--out", default="runs")
+    args = parser.parse_args(argv)
+    try:
+        runtime = install()
+    except RealModelUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    os.environ.setdefault(API_KEY_ENV, "local")
+    from engine.cli._main import main as simrun
+
+    with serving(runtime) as base_url:
+        print(f"==> model served at {base_url}; running {args.scenario} with the tutor on it", file=sys.stderr)  # noqa: T201
+        command = [args.scenario, "--model", f"tutor={tutor_spec(base_url)}", "--limit", str(args.limit)]
+        command += ["--set", "concurrency=1", "--out", args.out]
+        if args.judge_too:
+            command += ["--model", f"judge={tutor_spec(base_url, max_tokens=200)}", "--set", "judge_votes=1"]
+        return simrun(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
