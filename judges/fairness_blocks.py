@@ -80,7 +80,7 @@ def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool,
         title=title,
         key=key,
         row_classes=tuple("violation" if c.violation else "" for c in rows) if marked else (),
-        console_columns=("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n")
+        console_columns=("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "Friedman p", "n")
         if title
         else _HIDDEN,
         left=("dimension", "metric", "contrast", "r [interval]"),
