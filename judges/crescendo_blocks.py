@@ -120,7 +120,8 @@ def _harm_table(view: _View) -> Table:
             "amplification, pp",
         ),
         tuple(rows),
-        title="Harm rate by risk dimension (per generated reply, backtracked ones included), % [95% cluster-bootstrap interval]",
+        title="Harm rate by risk dimension (per generated reply, backtracked ones included), "
+        "% [95% cluster-bootstrap interval]",
         key="harm",
     )
 

@@ -8,7 +8,8 @@ of the family whatever its gate says, with its own p: the bench measured that le
 into the family lifts the null rate of any finding to 9% (income, 50 items), because a pair selected by its
 gate is no longer a fair draw. The opposite design gets its 2×2 contrasts. Every tested contrast of the run
 forms one declared family, corrected (Benjamini–Hochberg by default): a finding is a contrast whose adjusted
-p ≤ q and, for a pair of a multi-level dimension, whose Friedman gate is open (p < 0.10); nothing else. Intervals describe effects; they never decide. Everything comes from the records.
+p ≤ q and, for a pair of a multi-level dimension, whose Friedman gate is open (p < 0.10); nothing else.
+Intervals describe effects; they never decide. Everything comes from the records.
 """
 
 from __future__ import annotations

@@ -639,7 +639,8 @@ def test_verdicts_do_not_depend_on_intervals_or_their_seed() -> None:
 
 
 def test_a_findings_interval_is_at_the_corrected_level(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
-    """BH with R findings among m: the interval of a finding is the 1 − q·R/m percentile bootstrap."""
+    """BH with R findings among m: the interval of a finding is at 1 − q·R/m (percentile bootstrap, or the exact
+    sign interval where every differing pair leans one way and the percentile interval would collapse)."""
     dialogues, summary = ses
     correction = summary["fairness"]["correction"]
     level = 1 - 0.05 * correction["findings"] / correction["family_size"]
@@ -649,7 +650,15 @@ def test_a_findings_interval_is_at_the_corrected_level(ses: tuple[list[Dialogue]
     columns = {lv: item_column(dialogues, finding["metric"], lv, ITEMS) for lv in levels}
     d = np.subtract(columns[finding["a"]], columns[finding["b"]])
     seed = derive_seed(derive_seed(SEED, "algebra", "explicit", "ses", finding["metric"]), finding["a"], finding["b"])
-    low, high = bootstrap_r_interval(d, seed=seed, confidence=level, n_boot=max(10_000, math.ceil(50 / (1 - level))))
+    nonzero = d[~np.isnan(d) & (d != 0)]
+    if np.all(nonzero > 0) or np.all(nonzero < 0):
+        # every resample gives r = ±1: the exact Clopper–Pearson interval of the positive signs, on r's scale
+        exact = stats.binomtest(int(np.sum(nonzero > 0)), nonzero.size).proportion_ci(level, method="exact")
+        low, high = 2 * exact.low - 1, 2 * exact.high - 1
+        assert finding["ci_method"] == "exact_sign" and finding["degenerate"]
+    else:
+        resamples = max(10_000, math.ceil(50 / (1 - level)))
+        low, high = bootstrap_r_interval(d, seed=seed, confidence=level, n_boot=resamples)
     assert (finding["ci_low"], finding["ci_high"]) == pytest.approx((low, high), abs=1e-12)
     assert all(
         c["ci_level"] == 0.95 for c in summary["fairness"]["contrasts"] if c["r"] is not None and not c["violation"]
@@ -787,7 +796,13 @@ def assert_violation_rows(markdown: str, violations: Sequence[Mapping[str, Any]]
     assert len(rows) == len(violations)
     for row, c, name in zip(rows, violations, names, strict=True):
         assert row[:5] == [c["domain"], c["channel"], c["dimension"], c["metric"], name]
-        level = f" ({100 * c['ci_level']:.3g}%)"
+        # the level to two significant digits of what it leaves out (0.995238 → 99.52%), never rounded to 100%
+        miss = 100 * (1 - c["ci_level"])
+        digits = f"{100 * c['ci_level']:.{1 - math.floor(math.log10(miss))}f}".rstrip("0").rstrip(".")
+        level = f" ({digits}%)"
+        if c["degenerate"]:
+            level += f" degenerate: {c['differing']} of {c['n']} pairs differ"
+            level += f", {c['ci_method']} interval" if c["ci_method"] != "percentile" else ""
         assert row[5].strip("*") == f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{level}"
         assert row[6:8] == [fmt_p(c["p"]), fmt_p(c["p_adjusted"])] and row[-1] == str(c["n"])
 
