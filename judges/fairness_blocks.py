@@ -64,6 +64,17 @@ def _name(c: FairnessContrast) -> str:
     return f"{c.test}: {label}" if c.test in MISMATCH_CONTRASTS else label
 
 
+def _location(c: FairnessContrast) -> str | None:
+    """The Hodges–Lehmann estimate of a − b (the test's own location), in the metric's units."""
+    return _general(c.estimate)
+
+
+def _mean_difference(c: FairnessContrast) -> str | None:
+    """The mean difference, flagged where it points the other way from r (ties and one large gap can do that)."""
+    shown = _general(c.mean_diff)
+    return None if shown is None else shown + (" (sign differs from r)" if c.direction_disagrees else "")
+
+
 def _omnibus(c: FairnessContrast) -> str:
     return "" if c.omnibus_p is None else format_p(c.omnibus_p)
 
@@ -71,10 +82,10 @@ def _omnibus(c: FairnessContrast) -> str:
 def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool, title: str = "") -> Table:
     """Contrasts with their cell; `marked` highlights the findings' rows (a findings table has no need)."""
     return Table(
-        (*_CONTRAST_COLUMNS, "Friedman p", "n"),
+        (*_CONTRAST_COLUMNS[:6], "Hodges–Lehmann a − b", *_CONTRAST_COLUMNS[6:], "Friedman p", "n"),
         tuple(
-            (c.domain, c.channel, c.dimension, c.metric, _name(c), _effect(c), format_p(c.p), format_p(c.p_adjusted))
-            + (_omnibus(c), c.n)
+            (c.domain, c.channel, c.dimension, c.metric, _name(c), _effect(c), _location(c))
+            + (format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
             for c in rows
         ),
         title=title,
@@ -170,10 +181,21 @@ def _plotted(rows: Sequence[FairnessContrast]) -> list[FairnessContrast]:
 
 def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Block]:
     numbers = Table(
-        ("metric", "contrast", "test", "r [interval]", "p", "p adj.", "Friedman p", "n", "mean difference"),
+        (
+            "metric",
+            "contrast",
+            "test",
+            "r [interval]",
+            "p",
+            "p adj.",
+            "Friedman p",
+            "n",
+            "Hodges–Lehmann a − b",
+            "mean difference",
+        ),
         tuple(
             (c.metric, _name(c), c.test, _effect(c), format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
-            + (_general(c.mean_diff),)
+            + (_location(c), _mean_difference(c))
             for c in rows
         ),
         key=f"forest-{key}",

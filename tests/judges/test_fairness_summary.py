@@ -804,7 +804,8 @@ def assert_violation_rows(markdown: str, violations: Sequence[Mapping[str, Any]]
             level += f" degenerate: {c['differing']} of {c['n']} pairs differ"
             level += f", {c['ci_method']} interval" if c["ci_method"] != "percentile" else ""
         assert row[5].strip("*") == f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{level}"
-        assert row[6:8] == [fmt_p(c["p"]), fmt_p(c["p_adjusted"])] and row[-1] == str(c["n"])
+        assert row[6] == f"{c['estimate']:.3g}"
+        assert row[7:9] == [fmt_p(c["p"]), fmt_p(c["p_adjusted"])] and row[-1] == str(c["n"])
 
 
 def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
@@ -820,7 +821,8 @@ def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dial
     assert data["violations"]
     findings = section(markdown, "Fairness findings")
     assert (
-        "| domain | channel | dimension | metric | contrast | r [interval] | p | p adj. | Friedman p | n |" in findings
+        "| domain | channel | dimension | metric | contrast | r [interval] | Hodges–Lehmann a − b | p | p adj. "
+        "| Friedman p | n |" in findings
     )
     assert_violation_rows(markdown, data["violations"], [f"{c['a']} − {c['b']}" for c in data["violations"]])
     tables = section(markdown, "Mean |r| (EduFair's tables)")
