@@ -103,6 +103,7 @@ from .stats._paired import (
     friedman_then_pairwise,
     paired_contrast,
 )
+from .stats._null import NULL_DRAWS, NullReference, label_permutations, null_reference, rank_biserial_rows
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, open_run, run, run_sync
@@ -177,8 +178,10 @@ __all__ = [
     "ModelClient",
     "ModelSpec",
     "ModelsSpec",
+    "NULL_DRAWS",
     "N_BOOT",
     "Note",
+    "NullReference",
     "PROTOCOLS",
     "PROVIDERS",
     "ProviderError",
@@ -243,6 +246,7 @@ __all__ = [
     "judge_agreement",
     "judge_agreement_html",
     "judge_calls",
+    "label_permutations",
     "lazy_module",
     "label_entropy",
     "label_shares",
@@ -255,6 +259,7 @@ __all__ = [
     "make_design",
     "mentions_answer",
     "nanmean",
+    "null_reference",
     "new_figure",
     "numbers_in",
     "omnibus_row",
@@ -269,6 +274,7 @@ __all__ = [
     "planning_notes",
     "plot",
     "preflight",
+    "rank_biserial_rows",
     "rate",
     "rebuild_summary",
     "render",

@@ -161,8 +161,10 @@ def find(summary: Mapping[str, Any], **keys: str) -> list[dict[str, Any]]:
 def assert_same(found: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
     """Exact on the estimate and the test; the 95% interval's ends agree to 1e-12 (a finding's interval is at
     the corrected level and is checked on its own; the verdict comes from the family, checked on its own)."""
-    for key in ("a", "b", "n", "status", "r", "p", "mean_diff", "meaningful"):
+    for key in ("a", "b", "n", "status", "r", "p", "mean_diff", "estimate", "differing"):
         assert found[key] == expected[key], key
+    # EduFair's mark only where the permutation null could resolve |r| = 0.10
+    assert found["meaningful"] == (expected["meaningful"] and found.get("resolves_meaningful") is not False)
     if found.get("ci_level") not in (None, 0.95):
         return
     for key in ("ci_low", "ci_high"):
@@ -828,9 +830,12 @@ def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dial
     tables = section(markdown, "Mean |r| (EduFair's tables)")
     assert "### explicit cues · domain algebra" in tables and "| metric | ses | mean |" in tables
     for cell in data["mean_abs_r"]["cells"]:
+        null = cell["null"]
+        marks = ("↑" if null["exceeds_null"] else "") + ("≥" if null["meaningful"] else "")
+        value = f"{cell['mean_abs_r']:.3f} ({null['null_mean']:.3f}){marks}"
         mark = "*" if cell["finding"] else ""
-        value = f"{cell['mean_abs_r']:.3f}"
         assert f"| {cell['metric']} | {value}{mark} | {value} |" in tables, cell["metric"]
+    assert "within-item permutation of the condition labels" in tables
     insufficient = sum(1 for c in data["contrasts"] if c["status"] == "insufficient")
     assert (f"{insufficient} contrasts had fewer than 15 item pairs" in markdown) == bool(insufficient)
     assert "| explicit | ses | low_income | 16 | – | – | – | – |" in section(markdown, "Simulated-student audit")
@@ -928,7 +933,7 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
     flat = " ".join(text.split())
     assert flat.startswith("Family: ")
     for domain in ("all", "algebra", "optics"):
-        assert f"Mean |r| · explicit cues · domain {domain} (* = cell holds a finding)" in flat
+        assert f"Mean |r| (null mean) · explicit cues · domain {domain} (* = cell holds a finding)" in flat
     assert flat.index("domain all") < flat.index("domain algebra") < flat.index("domain optics")
     header = next(line for line in text.splitlines() if "metric" in line and "gender" in line)
     assert "ses" in header and "mean" in header
@@ -942,9 +947,9 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
         for c in summary["fairness"]["mean_abs_r"]["cells"]
         if c["domain"] == "all" and c["metric"] == "tutor_avg_words" and c["dimension"] == "ses"
     )
-    pooled = text.split("Mean |r| · explicit cues · domain all", 1)[1]
+    pooled = text.split("Mean |r| (null mean) · explicit cues · domain all", 1)[1]
     row = next(line for line in pooled.splitlines() if "tutor_avg_words" in line)
-    assert f"{words['mean_abs_r']:.3f}{'*' if words['finding'] else ''}" in row
+    assert f"{words['mean_abs_r']:.3f} ({words['null']['null_mean']:.3f})" in row
 
 
 # ------------------------------------------------------------------------------------------ planning
