@@ -122,7 +122,7 @@ def _sign_flip_null(table: FloatArray, first: npt.NDArray[np.int64]) -> FloatArr
     if total == 0:
         return np.zeros((1, first.shape[0]))
     signed = ranks * np.sign(values) * np.where(first == 1, -1.0, 1.0)
-    return np.abs(signed.sum(axis=-1) / total)[np.newaxis, :]
+    return np.asarray(np.abs(signed.sum(axis=-1) / total)[np.newaxis, :], dtype=np.float64)
 
 
 def _cell_null(draws: Mapping[str, FloatArray], test: str | None = None) -> FloatArray:
