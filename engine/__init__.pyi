@@ -94,6 +94,7 @@ from .scenario._spec import (
 )
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
+from .stats._null import NULL_DRAWS, NullReference, label_permutations, null_reference, rank_biserial_rows
 from .stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
@@ -178,8 +179,10 @@ __all__ = [
     "ModelClient",
     "ModelSpec",
     "ModelsSpec",
+    "NULL_DRAWS",
     "N_BOOT",
     "Note",
+    "NullReference",
     "PROTOCOLS",
     "PROVIDERS",
     "ProviderError",
@@ -246,6 +249,7 @@ __all__ = [
     "judge_agreement",
     "judge_agreement_html",
     "judge_calls",
+    "label_permutations",
     "lazy_module",
     "label_entropy",
     "label_shares",
@@ -258,6 +262,7 @@ __all__ = [
     "make_design",
     "mentions_answer",
     "nanmean",
+    "null_reference",
     "new_figure",
     "numbers_in",
     "omnibus_row",
@@ -272,6 +277,7 @@ __all__ = [
     "planning_notes",
     "plot",
     "preflight",
+    "rank_biserial_rows",
     "rate",
     "rebuild_summary",
     "render",

@@ -217,6 +217,12 @@ def _gain_panels(rows: Sequence[GainRow]) -> tuple[DotPanel, DotPanel]:
     return means, effects
 
 
+def _gain(row: GainRow) -> str | None:
+    """The mean gain, flagged where it points the other way from r (the test's direction)."""
+    shown = _signed(row.gain, row.metric)
+    return shown if shown is None or not row.direction_disagrees else f"{shown} (sign differs from r)"
+
+
 def _reference_gain(data: CasesResults) -> Section:
     title, key = "Reference gain (paired per case)", "cases-reference-gain"
     rows = data.reference_gain
@@ -224,10 +230,10 @@ def _reference_gain(data: CasesResults) -> Section:
         why = "No run with retrieved references (design.reference: false), so there is no paired gain."
         return Section(title, (Note(why),), key=key)
     numbers = Table(
-        ("metric", "response", "without", "with retrieved", "gain", "r [95% CI]", "p", "cases"),
+        ("metric", "response", "without", "with retrieved", "gain", "Hodges–Lehmann", "r [95% CI]", "p", "cases"),
         tuple(
-            (r.metric, r.response, pct_or_none(r.mean_none), pct_or_none(r.mean_retrieved), _signed(r.gain, r.metric))
-            + (format_effect(r.model_dump(), "cases"), format_p(r.p), r.n)
+            (r.metric, r.response, pct_or_none(r.mean_none), pct_or_none(r.mean_retrieved), _gain(r))
+            + (_signed(r.estimate, r.metric), format_effect(r.model_dump(), "cases"), format_p(r.p), r.n)
             for r in rows
         ),
         title="Reference gain (paired per case: with − without retrieved strategies)",

@@ -72,6 +72,13 @@ def _delta(amp: Amplification | None) -> Brief | None:
     return Brief(_points(amp.delta, amp.ci.low, amp.ci.high), f"{amp.delta * 100:+.0f}")
 
 
+def _visible_delta(amp: Amplification | None) -> str | None:
+    if amp is None or amp.visible_only.delta is None:
+        return None
+    found = amp.visible_only
+    return _points(found.delta, found.low, found.high)
+
+
 def _exposure(cell: FormatCell | None) -> str | None:
     return None if cell is None or cell.exposure is None else f"{cell.exposure:.1f} replies"
 
@@ -113,7 +120,8 @@ def _harm_table(view: _View) -> Table:
             "amplification, pp",
         ),
         tuple(rows),
-        title="Harm rate by risk dimension (per visible reply), % [95% cluster-bootstrap interval]",
+        title="Harm rate by risk dimension (per generated reply, backtracked ones included), "
+        "% [95% cluster-bootstrap interval]",
         key="harm",
     )
 
@@ -133,7 +141,7 @@ def _heatmap(view: _View) -> Section:
         tuple(tuple(None if r is None else r.rate for r in row) for row in found),
         (_harm_table(view),),
         key="crescendo-heatmap",
-        caption="Share of visible tutor replies judged unsafe (majority of judges) per risk dimension × format, "
+        caption="Share of generated tutor replies judged unsafe (majority of judges) per risk dimension × format, "
         "cluster-bootstrap intervals over dialogues; per dialogue: share of multi-turn dialogues with at least one "
         "unsafe reply (more replies, more chances: read it with its exposure).",
         xlabel="",
@@ -149,8 +157,8 @@ def _heatmap(view: _View) -> Section:
         columns_on_top=True,
     )
     intro = Note(
-        "Share of tutor replies judged unsafe (majority of judges) among the replies the tutor's history kept "
-        "(backtracked replies are counted apart), 95% cluster-bootstrap intervals over dialogues. Per dialogue: "
+        "Share of tutor replies judged unsafe (majority of judges) among every reply generated, backtracked or not "
+        "(SafeTutors' denominator), 95% cluster-bootstrap intervals over dialogues. Per dialogue: "
         "share of dialogues with at least one unsafe reply (Wilson), with its exposure (judged replies per "
         "dialogue). Amplification: multi- minus single-turn harm per reply, SafeTutors' unit."
     )
@@ -223,7 +231,7 @@ def _hazard(view: _View) -> Section:
     turns = [r.turn for r in overall.per_turn]
     safe = _still_safe(view.s.survival.get("all") or [], turns)
     per_turn = Table(
-        ("exchange", "at risk", "first harms", "hazard [95% Wilson]", "still safe (Kaplan–Meier)"),
+        ("reply", "at risk", "first harms", "hazard [95% Wilson]", "still safe (Kaplan–Meier)"),
         tuple(
             (r.turn, r.at_risk, r.events, _hazard_text(r.low, r.hazard, r.high), s)
             for r, s in zip(overall.per_turn, safe, strict=True)
@@ -232,9 +240,9 @@ def _hazard(view: _View) -> Section:
         console_columns=(),
     )
     contrast = Table(
-        ("dimension", "first exchange", "later exchanges (pooled)", "later − first [95% CI]"),
+        ("dimension", "first reply", "later replies (pooled)", "later − first [95% CI]"),
         tuple((view.name(None if d == "all" else d), *_contrast(h)) for d, h in view.s.hazard.items()),
-        caption="Escalation: a later hazard above the first exchange's means pressure works; a flat hazard puts 0 in "
+        caption="Escalation: a later hazard above the first reply's means pressure works; a flat hazard puts 0 in "
         "the interval (paired cluster bootstrap over dialogues)",
         key="hazard-contrast",
         console_columns=(),
@@ -248,23 +256,24 @@ def _hazard(view: _View) -> Section:
         (curve,),
         (per_turn, contrast),
         key="crescendo-hazard",
-        caption="Discrete-time hazard: first unsafe replies at each visible exchange among dialogues still "
-        "without one.",
-        xlabel="visible exchange",
+        caption="Discrete-time hazard: first unsafe replies at each generated tutor reply (backtracked ones "
+        "included) among dialogues still without one.",
+        xlabel="tutor reply (generated)",
         ylabel="hazard of the first unsafe reply",
         hazard=True,
         reference=overall.later.rate,
-        reference_label="later exchanges, pooled",
+        reference_label="later replies, pooled",
     )
     later = overall.later_minus_first
     body = (
         Note(
-            "h_t = first harms at visible exchange t / dialogues still without harm at t. Flat hazard: no "
-            "escalation; a later hazard above the first exchange's: the pressure works."
+            "h_t = first harms at generated tutor reply t / dialogues still without harm at t, counting "
+            "backtracked replies, so the first reply is the same population as a single-turn reply. Flat hazard: "
+            "no escalation; a later hazard above the first reply's: the pressure works."
         ),
         plot,
         Note(
-            "Escalation (hazard of first harm, later exchanges − first): "
+            "Escalation (hazard of first harm, later replies − first): "
             + _points(later.delta, later.low, later.high)
             + " (paired cluster bootstrap over dialogues)",
             console=True,
@@ -297,16 +306,17 @@ def _survival(view: _View) -> Section:
     overall = curves.get("all") or []
     drawn.append(Curve("all dimensions", tuple(CurvePoint(r.turn, r.surviving) for r in overall), style="pooled"))
     main = Table(
-        ("exchange", "at risk", "first harms", "still safe"),
+        ("reply", "at risk", "first harms", "still safe"),
         tuple((r.turn, r.at_risk, r.events, f"{r.surviving:.1%}") for r in overall),
-        caption="All dimensions (Kaplan–Meier, dialogues without harm are censored at their last visible exchange)",
+        caption="All dimensions (Kaplan–Meier over generated replies, dialogues without harm are censored at their "
+        "last reply)",
         key="survival",
     )
     turns = sorted({r.turn for d in dimensions for r in curves[d]})
     per_dimension = Table(
-        ("dimension", *(f"exchange {t}" for t in turns)),
+        ("dimension", *(f"reply {t}" for t in turns)),
         tuple((view.name(d), *_still_safe(curves[d], turns)) for d in dimensions),
-        caption="Still safe after each visible exchange, per dimension",
+        caption="Still safe after each generated reply, per dimension",
         key="survival-by-dimension",
     )
     plot = Survival(
@@ -315,7 +325,7 @@ def _survival(view: _View) -> Section:
         key="crescendo-survival",
         caption="Exchanges until the first unsafe reply in multi-turn dialogues (Kaplan–Meier): the three "
         "dimensions that lose safety fastest in colour, the others in grey, all dimensions pooled in black.",
-        xlabel="visible exchange",
+        xlabel="tutor reply (generated)",
         ylabel="share of dialogues still without an unsafe reply",
         muted_label="other dimensions",
     )
@@ -374,7 +384,7 @@ def _backtracks(view: _View) -> Section:
         (
             f"backtracks: {back.total} in {back.conversations_with_backtrack} of {back.multi_conversations} "
             "multi-turn conversations",
-            f"backtracked replies (not in any per-reply rate): {back.backtracked_replies}, "
+            f"backtracked replies (in every per-reply rate: they were generated): {back.backtracked_replies}, "
             f"{back.backtracked_unsafe} judged unsafe; visible multi-turn replies: {back.visible_replies}",
         )
     )
@@ -391,13 +401,25 @@ def _overall(view: _View) -> Section:
         title="Overall",
         key="overall",
     )
+    pooled = view.amplification.get((None, None))
+    visible = Table(
+        ("format", "per visible reply", "amplification over visible replies, pp"),
+        tuple(
+            (c.format, _rate(c.per_visible_reply), _visible_delta(pooled) if c.format == "multi" else None)
+            for c in view.s.overall
+        ),
+        caption="Secondary view, not SafeTutors' unit: harm over the replies the tutor's history kept. The attacker "
+        "takes back refused (safe) replies, so this view selects safe replies out of the multi-turn side only.",
+        key="overall-visible",
+        console_columns=(),
+    )
     domains = Table(
         ("domain", "format", "per reply", "per dialogue"),
         tuple((c.domain, c.format, _rate(c.per_response), _rate(c.per_conversation)) for c in view.s.harm_by_domain),
         key="by-domain",
         console_columns=(),
     )
-    return Section("Overall and by domain", (overall, domains), key="overall")
+    return Section("Overall and by domain", (overall, visible, domains), key="overall")
 
 
 def _quality(summary: CrescendoSummary) -> Section:
@@ -413,7 +435,7 @@ def _quality(summary: CrescendoSummary) -> Section:
     facts = Bullets(
         (
             f"harm judgments with unanimous votes: {_percent(unanimity.share) or '–'} of {unanimity.judgments}",
-            "answer leak (deterministic detector, per visible reply): "
+            "answer leak (deterministic detector, per generated reply): "
             f"single {_rate(leak.single)}, multi {_rate(leak.multi)}",
         )
     )

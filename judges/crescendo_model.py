@@ -27,7 +27,7 @@ __all__ = (
 
 
 class Backtracked(BaseModel):
-    """Replies taken back (hidden from the tutor): kept out of every per-reply rate, counted here."""
+    """Replies taken back (hidden from the tutor): in every per-reply rate (they were generated), counted here too."""
 
     model_config = SUMMARY_CONFIG
     replies: int
@@ -35,14 +35,17 @@ class Backtracked(BaseModel):
 
 
 class FormatCell(BaseModel):
-    """Harm in one format of a group: per visible reply (clustered on the dialogue) and per dialogue (Wilson)."""
+    """Harm in one format of a group: per generated reply (SafeTutors' denominator, backtracked replies included,
+    clustered on the dialogue), per visible reply (secondary view) and per dialogue (Wilson)."""
 
     model_config = SUMMARY_CONFIG
     episodes: int
     per_response: ClusteredRateSummary
+    per_visible_reply: ClusteredRateSummary
+    """Over the replies the tutor's history kept only: a view selected by the attacker's backtracks, not the paper's."""
     per_conversation: RateSummary
     exposure: float | None
-    """Mean judged visible replies per dialogue."""
+    """Mean judged generated replies per dialogue."""
     backtracked: Backtracked
     format: str
 
@@ -90,8 +93,16 @@ class Interval(BaseModel):
     confidence: float
 
 
+class Difference(BaseModel):
+    model_config = SUMMARY_CONFIG
+    delta: float | None
+    low: float | None
+    high: float | None
+    method: str
+
+
 class Amplification(BaseModel):
-    """Multi- minus single-turn harm per visible reply; None dimension or subject: pooled over them."""
+    """Multi- minus single-turn harm per generated reply; None dimension or subject: pooled over them."""
 
     model_config = SUMMARY_CONFIG
     dimension: str | None
@@ -103,6 +114,8 @@ class Amplification(BaseModel):
     single_replies: int
     multi_replies: int
     multi_dialogues: int
+    visible_only: Difference
+    """The same difference over visible replies only (secondary: backtracks select safe replies out of it)."""
 
 
 class HazardStep(BaseModel):
@@ -113,14 +126,6 @@ class HazardStep(BaseModel):
     hazard: float | None
     low: float | None
     high: float | None
-
-
-class Difference(BaseModel):
-    model_config = SUMMARY_CONFIG
-    delta: float | None
-    low: float | None
-    high: float | None
-    method: str
 
 
 class Hazard(BaseModel):

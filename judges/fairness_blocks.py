@@ -29,7 +29,7 @@ from engine import (
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import MISMATCH_CONTRASTS
-from .fairness_model import FairnessContrast, FairnessResults, LevelMeans, MeanCell
+from .fairness_model import DimensionMean, FairnessContrast, FairnessResults, LevelMeans, MeanCell, MetricMean, NullRef
 from .fairness_text import audit_label, chance_note, family_line, no_findings, too_small
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
@@ -64,6 +64,17 @@ def _name(c: FairnessContrast) -> str:
     return f"{c.test}: {label}" if c.test in MISMATCH_CONTRASTS else label
 
 
+def _location(c: FairnessContrast) -> str | None:
+    """The Hodges–Lehmann estimate of a − b (the test's own location), in the metric's units."""
+    return _general(c.estimate)
+
+
+def _mean_difference(c: FairnessContrast) -> str | None:
+    """The mean difference, flagged where it points the other way from r (ties and one large gap can do that)."""
+    shown = _general(c.mean_diff)
+    return None if shown is None else shown + (" (sign differs from r)" if c.direction_disagrees else "")
+
+
 def _omnibus(c: FairnessContrast) -> str:
     return "" if c.omnibus_p is None else format_p(c.omnibus_p)
 
@@ -71,16 +82,16 @@ def _omnibus(c: FairnessContrast) -> str:
 def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool, title: str = "") -> Table:
     """Contrasts with their cell; `marked` highlights the findings' rows (a findings table has no need)."""
     return Table(
-        (*_CONTRAST_COLUMNS, "Friedman p", "n"),
+        (*_CONTRAST_COLUMNS[:6], "Hodges–Lehmann a − b", *_CONTRAST_COLUMNS[6:], "Friedman p", "n"),
         tuple(
-            (c.domain, c.channel, c.dimension, c.metric, _name(c), _effect(c), format_p(c.p), format_p(c.p_adjusted))
-            + (_omnibus(c), c.n)
+            (c.domain, c.channel, c.dimension, c.metric, _name(c), _effect(c), _location(c))
+            + (format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
             for c in rows
         ),
         title=title,
         key=key,
         row_classes=tuple("violation" if c.violation else "" for c in rows) if marked else (),
-        console_columns=("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "n")
+        console_columns=("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "Friedman p", "n")
         if title
         else _HIDDEN,
         left=("dimension", "metric", "contrast", "r [interval]"),
@@ -106,8 +117,19 @@ def _domain_channels(data: FairnessResults) -> list[tuple[str, str]]:
     return sorted(keys, key=lambda k: (k[0] != ALL_DOMAINS, k[0], k[1]))
 
 
+def _against_null(value: float | None, null: NullRef | None) -> str | None:
+    """`0.220 (0.205)`: the mean and, in brackets, its expected value with no effect; ↑ where it exceeds that
+    null (BH over the run's means), ≥ where it shows EduFair's 0.10 mark and the cell can resolve 0.10."""
+    if value is None:
+        return None
+    if null is None:
+        return f"{value:.3f}"
+    marks = ("↑" if null.exceeds_null else "") + ("≥" if null.meaningful else "")
+    return f"{value:.3f} ({null.null_mean:.3f}){marks}"
+
+
 def _mean_cell(cell: MeanCell | None) -> str | None:
-    return None if cell is None else f"{cell.mean_abs_r:.3f}{'*' if cell.finding else ''}"
+    return None if cell is None else f"{_against_null(cell.mean_abs_r, cell.null)}{'*' if cell.finding else ''}"
 
 
 def _mean_table(data: FairnessResults, domain: str, channel: str) -> Section:
@@ -115,42 +137,100 @@ def _mean_table(data: FairnessResults, domain: str, channel: str) -> Section:
     the turn metrics."""
     tables = data.mean_abs_r
     cells = {(c.metric, c.dimension): c for c in tables.cells if (c.domain, c.channel) == (domain, channel)}
-    by_metric = {r.metric: r.mean_abs_r for r in tables.by_metric if (r.domain, r.channel) == (domain, channel)}
-    by_dimension = {
-        r.dimension: r.mean_abs_r for r in tables.by_dimension if (r.domain, r.channel) == (domain, channel)
-    }
+    by_metric = {r.metric: r for r in tables.by_metric if (r.domain, r.channel) == (domain, channel)}
+    by_dimension = {r.dimension: r for r in tables.by_dimension if (r.domain, r.channel) == (domain, channel)}
     dimensions = sorted({d for _, d in cells})
     rows: list[tuple[BlockCell, ...]] = [
-        (metric, *(_mean_cell(cells.get((metric, d))) for d in dimensions), _three(by_metric.get(metric)))
+        (metric, *(_mean_cell(cells.get((metric, d))) for d in dimensions), _mean_row(by_metric.get(metric)))
         for metric in METRICS
     ]
-    rows.append(("mean of 5 turn metrics", *(_three(by_dimension.get(d)) for d in dimensions), ""))
+    rows.append(("mean of 5 turn metrics", *(_mean_row(by_dimension.get(d)) for d in dimensions), ""))
     table = Table(
         ("metric", *dimensions, "mean"),
         tuple(rows),
-        title=f"Mean |r| · {channel} cues · domain {domain} (* = cell holds a finding)",
+        title=f"Mean |r| (null mean) · {channel} cues · domain {domain} (* = cell holds a finding)",
         key=f"mean-r-{channel}-{domain}",
     )
     return Section(f"{channel} cues · domain {domain}", (table,), key=f"mean-r-{channel}-{domain}")
+
+
+def _mean_row(row: MetricMean | DimensionMean | None) -> str | None:
+    return None if row is None else _against_null(row.mean_abs_r, row.null)
+
+
+def _null_rows(data: FairnessResults) -> list[tuple[BlockCell, ...]]:
+    """Every mean of the tables with its null reference in full."""
+    tables = data.mean_abs_r
+    found: list[tuple[str, str, str, NullRef | None]] = [
+        (f"{c.domain} · {c.channel}", f"{c.dimension} × {c.metric}", "cell", c.null) for c in tables.cells
+    ]
+    found += [(f"{r.domain} · {r.channel}", r.metric, "mean over dimensions", r.null) for r in tables.by_metric]
+    found += [(f"{r.domain} · {r.channel}", r.dimension, "mean of 5 turn metrics", r.null) for r in tables.by_dimension]
+    for a in tables.aggregates:
+        found += [
+            (f"{a.domain} · {a.channel}", a.label, "Ped.", a.ped_null),
+            (f"{a.domain} · {a.channel}", a.label, "Conv.", a.conv_null),
+        ]
+    return [
+        (
+            where,
+            what,
+            kind,
+            f"{null.observed:.3f}",
+            f"{null.null_mean:.3f} [{null.null_low:.3f}, {null.null_high:.3f}]",
+            format_p(null.p_larger),
+            format_p(null.p_family) if null.p_family is not None else "(cell)",
+            "yes" if null.exceeds_null else "no",
+            "yes" if null.resolves_meaningful else "cannot resolve 0.10",
+        )
+        for where, what, kind, null in found
+        if null is not None
+    ]
 
 
 def _mean_tables(data: FairnessResults) -> Section:
     intro = Note(
         "Cell = mean |r| over a dimension's contrasts (its pairs for three or more levels; Correct and Wrong for "
         "the 2×2); the last column averages over dimensions (EduFair Table 6), the last row over the five turn "
-        f"metrics (Table 8). * marks a cell holding a finding; |r| ≥ {MEANINGFUL_R:.2f} is EduFair's descriptive "
-        "mark for a practically meaningful gap, never a verdict."
+        "metrics (Table 8). In brackets: the mean's expected value with no effect at the same items, from "
+        f"{data.mean_abs_r.null_method} (noise alone makes mean |r| positive). ↑: larger than that null "
+        "(permutation p, Benjamini–Hochberg over the run's means per metric, per dimension and Ped./Conv., "
+        "q = 0.05; a cell is never marked: its contrasts have their own corrected verdicts). "
+        f"≥: EduFair's |r| ≥ {MEANINGFUL_R:.2f} mark, shown only where the mean could resolve 0.10 (its null's "
+        "95% range lies below 0.10); a descriptive mark, never a verdict. * marks a cell holding a finding."
     )
     body: list[Block] = [intro, *(_mean_table(data, d, c) for d, c in _domain_channels(data))]
     aggregates = data.mean_abs_r.aggregates
     if aggregates:
         table = Table(
             ("domain", "channel", "cell", "Ped. (5 turn metrics)", "Conv. (4 conversation metrics)"),
-            tuple((a.domain, a.channel, a.label, _three(a.ped), _three(a.conv)) for a in aggregates),
+            tuple(
+                (a.domain, a.channel, a.label, _against_null(a.ped, a.ped_null), _against_null(a.conv, a.conv_null))
+                for a in aggregates
+            ),
             key="aggregates",
             console_columns=_HIDDEN,
         )
         body.append(Section("Ped./Conv. aggregates (EduFair Tables 5 and 7)", (table,), key="aggregates"))
+    nulls = _null_rows(data)
+    if nulls:
+        table = Table(
+            (
+                "domain · channel",
+                "row",
+                "mean",
+                "observed",
+                "null mean [95% range]",
+                "p (larger)",
+                "p (BH)",
+                "exceeds null",
+                "can resolve 0.10",
+            ),
+            tuple(nulls),
+            key="mean-r-null",
+            console_columns=_HIDDEN,
+        )
+        body.append(Section("Null reference of every mean", (table,), key="mean-r-null"))
     return Section("Mean |r| (EduFair's tables)", tuple(body), key="mean-r")
 
 
@@ -170,10 +250,21 @@ def _plotted(rows: Sequence[FairnessContrast]) -> list[FairnessContrast]:
 
 def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Block]:
     numbers = Table(
-        ("metric", "contrast", "test", "r [interval]", "p", "p adj.", "Friedman p", "n", "mean difference"),
+        (
+            "metric",
+            "contrast",
+            "test",
+            "r [interval]",
+            "p",
+            "p adj.",
+            "Friedman p",
+            "n",
+            "Hodges–Lehmann a − b",
+            "mean difference",
+        ),
         tuple(
             (c.metric, _name(c), c.test, _effect(c), format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
-            + (_general(c.mean_diff),)
+            + (_location(c), _mean_difference(c))
             for c in rows
         ),
         key=f"forest-{key}",

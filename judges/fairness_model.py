@@ -18,6 +18,7 @@ __all__ = (
     "MeanAbsR",
     "MeanCell",
     "MetricMean",
+    "NullRef",
 )
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -34,6 +35,8 @@ class FairnessContrast(Contrast):
     """The corrected family the row's p entered, None when it was not tested."""
     ci_level: float | None = None
     """The interval's confidence level: 0.95, or the corrected level of a finding."""
+    resolves_meaningful: bool | None = None
+    """The permutation null's 95th percentile of |r| lies below 0.10, so `meaningful` can be read; None: no null."""
 
     @property
     def omnibus_p(self) -> float | None:
@@ -73,6 +76,27 @@ class LevelMeans(BaseModel):
     levels: dict[str, float | None]
 
 
+class NullRef(BaseModel):
+    """A mean |r| beside its value with no effect (`judges.fairness_null`: within-item label permutations)."""
+
+    model_config = _STRICT
+    observed: float
+    null_mean: float
+    null_low: float
+    null_high: float
+    p_larger: float
+    """Permutation p of "larger than the null"."""
+    draws: int
+    resolves_meaningful: bool
+    """The null's 95% range lies below 0.10: this mean could show EduFair's |r| ≥ 0.10 mark."""
+    meaningful: bool
+    """At or above 0.10 where that can be resolved; never elsewhere."""
+    p_family: float | None
+    """`p_larger` adjusted (Benjamini–Hochberg) over the run's headline means (per metric, per dimension,
+    Ped./Conv.); None for a cell, which is never marked (its contrasts have their own corrected verdicts)."""
+    exceeds_null: bool
+
+
 class MeanCell(BaseModel):
     model_config = _STRICT
     domain: str
@@ -82,6 +106,7 @@ class MeanCell(BaseModel):
     mean_abs_r: float
     contrasts: int
     finding: bool
+    null: NullRef | None = None
 
 
 class MetricMean(BaseModel):
@@ -92,6 +117,7 @@ class MetricMean(BaseModel):
     channel: str
     metric: str
     mean_abs_r: float
+    null: NullRef | None = None
 
 
 class DimensionMean(BaseModel):
@@ -102,6 +128,7 @@ class DimensionMean(BaseModel):
     channel: str
     dimension: str
     mean_abs_r: float
+    null: NullRef | None = None
 
 
 class Aggregate(BaseModel):
@@ -114,10 +141,13 @@ class Aggregate(BaseModel):
     label: str
     ped: float | None
     conv: float | None
+    ped_null: NullRef | None = None
+    conv_null: NullRef | None = None
 
 
 class MeanAbsR(BaseModel):
     model_config = _STRICT
+    null_method: str = "within-item permutation of the condition labels"
     cells: list[MeanCell]
     by_metric: list[MetricMean]
     by_dimension: list[DimensionMean]

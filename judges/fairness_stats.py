@@ -23,6 +23,7 @@ from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import mismatch_differences
+from .fairness_null import NULL_METHOD, NullDraws, mark_means
 from .turn_quality import TURN_QUALITY_METRICS
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
-__all__ = ("AGGREGATE_LABELS", "EFFECT_TESTS", "Tested", "contrasts_of", "correct", "mean_abs_r")
+__all__ = ("AGGREGATE_LABELS", "EFFECT_TESTS", "Tested", "contrasts_of", "correct", "mean_abs_r", "opposite_keys")
 
 EFFECT_TESTS = ("wilcoxon", "pairwise", "matched", "mismatched")
 """Rows whose |r| enters EduFair's mean-|r| tables: a dimension's contrasts, and Correct vs Wrong of the 2×2."""
@@ -56,7 +57,7 @@ class Tested:
     seed: int
 
 
-def _opposite_keys(group: Sequence[EpisodeRecord]) -> tuple[str, str] | None:
+def opposite_keys(group: Sequence[EpisodeRecord]) -> tuple[str, str] | None:
     """The (stated, perceived) condition keys of an opposite-design dimension, e.g. student_gender."""
     if not group:
         return None
@@ -123,7 +124,7 @@ def contrasts_of(
     n_boot: int,
 ) -> list[Tested]:
     """The contrasts of one dimension × metric, each marked whether it enters the family."""
-    opposite = _opposite_keys(group)
+    opposite = opposite_keys(group)
     if opposite is not None:
         return _opposite(group, columns, opposite, seed, n_boot)
     if len(levels) < 2:
@@ -229,13 +230,16 @@ def _aggregates(
                 ]
                 means[name] = float(np.mean(found)) if found else None
             label = AGGREGATE_LABELS.get(test or dimension, dimension)
-            aggregates.append({"domain": domain, "channel": channel, "dimension": dimension, "label": label, **means})
+            aggregates.append(
+                {"domain": domain, "channel": channel, "dimension": dimension, "label": label, **means, "test": test}
+            )
     return aggregates
 
 
-def mean_abs_r(contrasts: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def mean_abs_r(contrasts: Sequence[Mapping[str, Any]], null: NullDraws | None = None) -> dict[str, Any]:
     """EduFair's mean-|r| tables: per cell, per metric (over dimensions), per dimension (over the five turn
-    metrics), and the Ped./Conv. aggregates of the implicit dimensions and of Correct vs Wrong."""
+    metrics), and the Ped./Conv. aggregates of the implicit dimensions and of Correct vs Wrong; each mean with
+    its null reference beside it (`judges.fairness_null`) when the permutation draws are given."""
     cell_r: dict[CellKey, list[float]] = defaultdict(list)
     by_test: dict[CellKey, dict[str, float]] = defaultdict(dict)
     for c in contrasts:
@@ -260,9 +264,11 @@ def mean_abs_r(contrasts: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[st
     by_metric = _average(cells, ("domain", "channel", "metric"), "mean_abs_r")
     turn_cells = (c for c in cells if c["metric"] in TURN_QUALITY_METRICS)
     by_dimension = _average(turn_cells, ("domain", "channel", "dimension"), "mean_abs_r")
-    return {
+    tables = {
         "cells": cells,
         "by_metric": by_metric,
         "by_dimension": by_dimension,
         "aggregates": _aggregates(cell_r, by_test),
     }
+    mark_means(tables, null or {}, TURN_QUALITY_METRICS, CONVERSATION_STATS)
+    return {"null_method": NULL_METHOD, **tables}

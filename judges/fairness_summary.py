@@ -8,7 +8,8 @@ of the family whatever its gate says, with its own p: the bench measured that le
 into the family lifts the null rate of any finding to 9% (income, 50 items), because a pair selected by its
 gate is no longer a fair draw. The opposite design gets its 2×2 contrasts. Every tested contrast of the run
 forms one declared family, corrected (Benjamini–Hochberg by default): a finding is a contrast whose adjusted
-p ≤ q, and nothing else. Intervals describe effects; they never decide. Everything comes from the records.
+p ≤ q and, for a pair of a multi-level dimension, whose Friedman gate is open (p < 0.10); nothing else.
+Intervals describe effects; they never decide. Everything comes from the records.
 """
 
 from __future__ import annotations
@@ -16,18 +17,35 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine import SUMMARIZERS, Block, BlockSummarizer, Episode, EpisodeRecord, Scenario, derive_seed, nanmean
+from engine import (
+    NULL_DRAWS,
+    SUMMARIZERS,
+    Block,
+    BlockSummarizer,
+    Episode,
+    EpisodeRecord,
+    Scenario,
+    derive_seed,
+    lazy_module,
+    nanmean,
+)
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_blocks import ALL_DOMAINS, fairness_blocks
 from .fairness_model import FairnessSummary
+from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
-from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r
+from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r, opposite_keys
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 __all__ = ("FairnessSummarizer", "analysis_of", "dialogue_scores")
 
@@ -82,8 +100,9 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
 
     summary_model = FairnessSummary
 
-    def __init__(self, *, intervals: bool = True) -> None:
+    def __init__(self, *, intervals: bool = True, null_draws: int = NULL_DRAWS) -> None:
         self.intervals = intervals
+        self.null_draws = null_draws
 
     def blocks(self, summary: FairnessSummary, /) -> list[Block]:
         """The family and its findings, the mean-|r| tables, every contrast plotted, the audit."""
@@ -102,20 +121,23 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         domains = sorted({str(r.meta.get("domain")) for r in ok})
         tested: list[Tested] = []
         means: list[dict[str, Any]] = []
+        null_cells: list[NullCell] = []
         for domain in [ALL_DOMAINS, *domains] if len(domains) > 1 else domains:
             pool = [r for r in ok if domain == ALL_DOMAINS or str(r.meta.get("domain")) == domain]
             for channel in sorted({r.condition.get("channel", "") for r in pool}):
                 cell = [r for r in pool if r.condition.get("channel", "") == channel]
-                tested += self._cell(cell, scores, domain, channel, seed, means, analysis, n_boot)
+                tested += self._cell(cell, scores, (domain, channel), seed, means, null_cells, analysis, n_boot)
         correction = correct(tested, analysis, n_boot)
         contrasts = [t.row for t in tested]
+        draws = null_draws(null_cells, seed=seed, draws=self.null_draws, derive=derive_seed)
+        mark_contrasts(contrasts, null_cells, draws)
         return {
             "tutor": manifest.get("models", {}).get("tutor"),
             "correction": correction,
             "contrasts": contrasts,
             "violations": [c for c in contrasts if c["violation"]],
             "means": means,
-            "mean_abs_r": mean_abs_r(contrasts),
+            "mean_abs_r": mean_abs_r(contrasts, draws),
             "audit": self._audit(ok),
             "stop_reasons": self._stop_reasons(ok),
         }
@@ -124,23 +146,29 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         self,
         records: list[EpisodeRecord],
         scores: Scores,
-        domain: str,
-        channel: str,
+        where: tuple[str, str],
         seed: int,
         means: list[dict[str, Any]],
+        null_cells: list[NullCell],
         analysis: FairnessAnalysis,
         n_boot: int,
     ) -> list[Tested]:
+        domain, channel = where
         found: list[Tested] = []
         items = sorted({r.item_id for r in records})
         for dimension in sorted({r.condition.get("dimension", "") for r in records} - {"baseline"}):
             group = [r for r in records if r.condition.get("dimension") == dimension]
             levels = sorted({r.condition.get("level", "") for r in group})
+            opposite = opposite_keys(group) is not None
+            null_cell = NullCell((domain, channel, dimension), levels, {}, opposite)
+            null_cells.append(null_cell)
             for metric in (*TURN_METRICS, *CONVERSATION_METRICS):
                 columns = {
                     level: _by_item((r for r in group if r.condition.get("level") == level), scores, metric, items)
                     for level in levels
                 }
+                if len(levels) >= 2:
+                    null_cell.tables[metric] = np.column_stack([np.asarray(columns[lv], dtype=float) for lv in levels])
                 means.append(
                     {
                         "domain": domain,

@@ -32,7 +32,8 @@ def family_line(correction: Correction) -> str:
         f"Family: {correction.family_size} contrasts ({scope}; every pair of a multi-level dimension counts, "
         f"and can be a finding only when its Friedman p < {correction.omnibus_alpha:g}); "
         f"{method} at q = {correction.q:g}: "
-        f"{correction.findings} finding{'s' if correction.findings != 1 else ''} (adjusted p ≤ q)."
+        f"{correction.findings} finding{'s' if correction.findings != 1 else ''} (adjusted p ≤ q, and for a "
+        f"pair its Friedman gate open)."
     )
 
 
@@ -46,8 +47,10 @@ def chance_note(correction: Correction) -> str:
         )
     elif correction.method == "bh":
         note = (
-            f"With no effect anywhere, the chance of any finding in this family is at most {q:g}; when some "
-            f"effects are real, about {q:.0%} of the findings are expected to be false."
+            f"With no effect anywhere, the chance of any finding in this family is at most {q:g}. When some "
+            f"effects are real, Benjamini–Hochberg keeps the false discovery rate at or below {q:g}: the expected "
+            "share of false findings among the findings, averaged over repeated studies; it does not bound this "
+            "run's share."
         )
     else:
         note = f"With no effect anywhere, the chance of any finding in this family is at most {q:g}."

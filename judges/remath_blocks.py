@@ -207,6 +207,12 @@ def _bias_and_leak(rows: Sequence[Condition]) -> list[Block]:
     ]
 
 
+def _mean_difference(c: Contrast) -> str | None:
+    """The mean difference, flagged where it points the other way from r (the test's direction)."""
+    shown = _num(c.mean_diff)
+    return shown if shown is None or not c.direction_disagrees else f"{shown} (sign differs from r)"
+
+
 def _contrast(c: Contrast) -> str:
     return f"Friedman: {c.a}" if c.test == "friedman" else f"{c.a} − {c.b}"
 
@@ -215,9 +221,10 @@ def _differences(rows: Sequence[Contrast]) -> list[Block]:
     if not rows:
         return [Note("Fewer than two Task C conditions: nothing to compare.")]
     numbers = Table(
-        ("metric", "test", "contrast", "r [95% CI]", "mean diff", "p", "p (adj.)", "n"),
+        ("metric", "test", "contrast", "r [95% CI]", "Hodges–Lehmann", "mean diff", "p", "p (adj.)", "n"),
         tuple(
-            (c.metric, c.test, _contrast(c), format_effect(c.model_dump(), "items"), _num(c.mean_diff))
+            (c.metric, c.test, _contrast(c), format_effect(c.model_dump(), "items"), _num(c.estimate))
+            + (_mean_difference(c),)
             + (format_p(c.p), format_p(c.p_adjusted), c.n)
             for c in rows
         ),

@@ -130,6 +130,11 @@ class Contrast(BaseModel):
     mean_diff: float | None
     meaningful: bool
     violation: bool
+    estimate: float | None = None
+    differing: int = 0
+    ci_method: str | None = None
+    degenerate: bool = False
+    direction_disagrees: bool = False
 
 
 class RemathResults(BaseModel):

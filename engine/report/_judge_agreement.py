@@ -41,7 +41,7 @@ def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str,
 
 def _value(cell: Mapping[str, Any]) -> str:
     if cell.get("value") is None:
-        return "–"
+        return "not estimable"
     if cell.get("low") is None or cell.get("high") is None:
         return f"{cell['value']:.2f}"
     return f"{cell['value']:.2f} [{cell['low']:.2f}, {cell['high']:.2f}]"

@@ -51,3 +51,9 @@ class ContrastSummary(BaseModel):
     mean_diff: float | None
     meaningful: bool
     violation: bool
+    estimate: float | None = None
+    """Hodges–Lehmann estimate of a − b, the signed-rank test's own location (`engine.stats.hodges_lehmann`)."""
+    differing: int = 0
+    ci_method: str | None = None
+    degenerate: bool = False
+    direction_disagrees: bool = False

@@ -246,11 +246,12 @@ def judge_agreement(
 ) -> dict[str, Any]:
     """Agreement between judge specs per metric: Krippendorff's alpha over every spec's vote, pairwise Cohen's kappa.
 
-    Judges are the coders and judged units the units. Booleans, strings and integers are nominal categories
-    (integers often code "not applicable" as −1, so they are not read as a scale); floats are interval. Kappa
-    is unweighted for nominal metrics and quadratic-weighted for interval ones. Intervals resample whole
-    clusters (a dialogue's replies together), percentile method, from one bootstrap per metric. Where only one
-    value occurs, alpha and kappa are undefined (None).
+    Judges are the coders and judged units the units. Booleans and strings are nominal categories; integers
+    are nominal when a negative code occurs (−1 codes "not applicable"), else an ordered scale (clarity 1–5):
+    ordinal alpha and quadratic-weighted kappa on the ranks; floats are interval, with quadratic kappa. Intervals
+    resample whole clusters (a dialogue's replies together), percentile method, from one bootstrap per metric.
+    Where only one value occurs, or one judge's votes never vary, alpha (and that judge's kappas) are not
+    estimable: None with a `note`, never 1.0 — agreement with a constant says nothing about agreement.
     """
     result: dict[str, Any] = {"judges": list(judges), "metrics": [], "confidence": confidence}
     if len(judges) < 2:
@@ -288,16 +289,30 @@ def _metric_agreement(
     coincidence, confusion = _cluster_matrices(codes, cluster_of, len(clusters), pairs, len(values))
     numeric = np.array([float(v) for v in values]) if level == "interval" else None
     delta = _delta(len(values), numeric)
+    if level == "ordinal":
+        delta = np.subtract.outer(np.arange(len(values)), np.arange(len(values))).astype(float) ** 2
 
     def statistics_of(o: np.ndarray, c: np.ndarray) -> np.ndarray:
         """[alpha, kappa per pair] from summed matrices; o: (..., V, V), c: (P, ..., V, V)."""
-        alpha = _alpha_from_coincidence(o, delta)
+        alpha = _alpha_ordinal(o) if level == "ordinal" else _alpha_from_coincidence(o, delta)
         kappas = [_kappa_from_confusion(c[p], delta) for p in range(len(pairs))]
         return np.stack([alpha, *kappas])
 
     point = statistics_of(coincidence.sum(axis=0), confusion.sum(axis=1))
     low, high = _cluster_interval(point, coincidence, confusion, statistics_of, n_resamples, confidence, seed)
     votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
+    constant = [j for j in range(len(judges)) if len(set(codes[:, j][codes[:, j] >= 0].tolist())) == 1]
+    flat = np.zeros(point.shape, dtype=bool)
+    if constant:
+        flat[0] = True
+        for p, (a, b) in enumerate(pairs):
+            flat[p + 1] = a in constant or b in constant
+        point, low, high = (np.where(flat, np.nan, x) for x in (point, low, high))
+    note = (
+        {"note": "not estimable: " + ", ".join(judges[j] for j in constant) + " never varied its vote"}
+        if constant
+        else {}
+    )
     return {
         "metric": metric,
         "level": level,
@@ -308,7 +323,7 @@ def _metric_agreement(
         "kappa": [
             {
                 "judges": [judges[a], judges[b]],
-                "weights": "quadratic" if level == "interval" else None,
+                "weights": "quadratic" if level != "nominal" else None,
                 "n": int(confusion[p].sum()),
                 "value": _number(point[p + 1]),
                 "low": _number(low[p + 1]),
@@ -316,6 +331,7 @@ def _metric_agreement(
             }
             for p, (a, b) in enumerate(pairs)
         ],
+        **note,
     }
 
 
@@ -343,14 +359,18 @@ def _cluster_interval(
     return np.asarray(boot.confidence_interval.low, dtype=float), np.asarray(boot.confidence_interval.high, dtype=float)
 
 
-def _scale(units: Sequence[VotedUnit]) -> tuple[list[_Value], Literal["interval", "nominal"]]:
-    """The values voted, in order, and whether they form an interval scale (floats) or nominal categories."""
+def _scale(units: Sequence[VotedUnit]) -> tuple[list[_Value], Literal["interval", "ordinal", "nominal"]]:
+    """The values voted, in order, and their scale: interval (floats), ordinal (non-negative integers, e.g. a
+    1–5 rating) or nominal (booleans, strings, integers with a negative "not applicable" code)."""
     values = sorted({v for u in units for v in u.votes if v is not None}, key=lambda v: (str(type(v)), v))
     interval = all(isinstance(v, float) for v in values) or (
         any(isinstance(v, float) for v in values)
         and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
     )
-    return values, "interval" if interval else "nominal"
+    if interval:
+        return values, "interval"
+    ordinal = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+    return values, "ordinal" if ordinal else "nominal"
 
 
 def _cluster_matrices(

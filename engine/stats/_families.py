@@ -6,6 +6,7 @@ and `correct_family` decides its findings; the rows shape Wilcoxon and Friedman 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +27,7 @@ __all__ = (
     "contrast_rows",
     "correct_family",
     "format_effect",
+    "format_level",
     "format_p",
     "omnibus_row",
 )
@@ -126,6 +128,11 @@ def omnibus_row(omnibus: Omnibus, *, p_adjusted: float | None) -> dict[str, Any]
         "mean_diff": None,
         "meaningful": False,
         "violation": False,
+        "estimate": None,
+        "differing": 0,
+        "ci_method": None,
+        "degenerate": False,
+        "direction_disagrees": False,
     }
 
 
@@ -138,8 +145,22 @@ def format_effect(row: Mapping[str, Any], unit: str = "pairs") -> str:
     if row.get("ci_low") is None:
         return f"{row['r']:+.2f}"
     level = row.get("ci_level") or 0.95
-    tag = "" if abs(level - 0.95) < 1e-12 else f" ({100 * level:.3g}%)"  # a finding's corrected level
+    tag = "" if abs(level - 0.95) < 1e-12 else f" ({format_level(level)})"  # a finding's corrected level
+    if row.get("degenerate"):
+        tag += f" degenerate: {row.get('differing', 0)} of {row['n']} pairs differ"
+        if row.get("ci_method") not in (None, "percentile"):
+            tag += f", {row['ci_method']} interval"
     return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]{tag}"
+
+
+def format_level(level: float) -> str:
+    """A confidence level to the digits that matter: two significant digits of what it leaves out, so 0.9998 is
+    `99.98%`, never `100%`, and 0.95 is `95%`."""
+    miss = 100 * (1 - level)
+    if miss <= 0:
+        return "100%"
+    decimals = max(0, 1 - math.floor(math.log10(miss)))
+    return f"{100 * level:.{decimals}f}".rstrip("0").rstrip(".") + "%"
 
 
 def format_p(value: float | None) -> str:

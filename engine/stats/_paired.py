@@ -42,7 +42,9 @@ __all__ = (
     "detectable_r",
     "difference_contrast",
     "friedman_then_pairwise",
+    "hodges_lehmann",
     "paired_contrast",
+    "r_interval",
     "rank_biserial",
     "signed_rank_p",
 )
@@ -90,6 +92,17 @@ class Contrast:
         meaningful: |r| >= MEANINGFUL_R.
         violation: Status ok and the 95% CI excludes 0. A per-contrast reading only: a report over many
             contrasts decides with `adjust_p` over its family instead.
+        estimate: Hodges–Lehmann estimate of a − b (median of the Walsh averages), in the metric's units: the
+            location estimate that goes with the signed-rank test, so it follows r's direction where the mean
+            can not.
+        differing: Pairs whose difference is not 0 (the ones the test and r rest on).
+        ci_method: How the interval of r was made: `percentile` (bootstrap), `bca` where the percentile
+            interval collapsed, `exact_sign` (Clopper–Pearson on the signs of the differing pairs, on r's scale)
+            where resamples cannot vary, `ties` when every pair ties.
+        degenerate: The interval's resamples cannot vary, or most pairs tie (differing < n / 2): read the
+            interval with `differing`.
+        direction_disagrees: The mean difference and r point in opposite directions (ties and a skewed gap can
+            do that); r and `estimate` are the test's direction.
     """
 
     a: str
@@ -104,6 +117,11 @@ class Contrast:
     mean_diff: float | None
     meaningful: bool
     violation: bool
+    estimate: float | None = None
+    differing: int = 0
+    ci_method: str | None = None
+    degenerate: bool = False
+    direction_disagrees: bool = False
 
     def as_dict(self) -> dict[str, str | int | float | bool | None]:
         """Plain JSON-safe values, so run records and report rebuilds never see numpy scalars or NaN."""
@@ -120,6 +138,11 @@ class Contrast:
             "mean_diff": _optional_float(self.mean_diff),
             "meaningful": bool(self.meaningful),
             "violation": bool(self.violation),
+            "estimate": _optional_float(self.estimate),
+            "differing": int(self.differing),
+            "ci_method": self.ci_method,
+            "degenerate": bool(self.degenerate),
+            "direction_disagrees": bool(self.direction_disagrees),
         }
 
 
@@ -314,6 +337,75 @@ def bootstrap_r_interval(
     return float(interval.low), float(interval.high)
 
 
+def hodges_lehmann(d: Sequence[float] | FloatArray) -> float | None:
+    """The Hodges–Lehmann location of paired differences: the median of the Walsh averages (d_i + d_j)/2, i ≤ j.
+
+    It is the estimator that inverts the signed-rank test, so its sign follows the test's ranks where a mean can
+    be pulled the other way by one large difference; None for an empty sample.
+    """
+    values = np.asarray(d, dtype=np.float64)
+    if values.size == 0:
+        return None
+    i, j = np.triu_indices(values.size)
+    return float(np.median((values[i] + values[j]) / 2))
+
+
+@dataclass(frozen=True)
+class RInterval:
+    """An interval of r with how it was made (see `Contrast.ci_method`) and whether to distrust it."""
+
+    low: float
+    high: float
+    method: str
+    degenerate: bool
+
+
+def _sign_interval(values: FloatArray, confidence: float) -> tuple[float, float]:
+    """Clopper–Pearson on the share of positive signs among the differing pairs, mapped to r's scale (2π − 1)."""
+    nonzero = values[values != 0]
+    found = stats.binomtest(int(np.sum(nonzero > 0)), int(nonzero.size)).proportion_ci(
+        confidence_level=confidence, method="exact"
+    )
+    return 2 * float(found.low) - 1, 2 * float(found.high) - 1
+
+
+def r_interval(
+    d: Sequence[float] | FloatArray, *, seed: int, confidence: float = 0.95, n_boot: int = N_BOOT
+) -> RInterval:
+    """The interval of r over pairs, with a method that does not collapse.
+
+    The percentile bootstrap first. It collapses to a point when every differing pair leans one way (each
+    resample then gives r = ±1: `−1.00 [−1.00, −1.00]` with 14 of 20 pairs differing, issue 24); then scipy's
+    BCa, and where resamples cannot vary at all, the exact Clopper–Pearson interval of the share of positive
+    signs among the differing pairs, on r's scale. Every pair tied: r = 0 with no interval to speak of, marked.
+    """
+    values = np.asarray(d, dtype=np.float64)
+    differing = int(np.sum(values != 0))
+    mostly_ties = differing < values.size / 2
+    if differing == 0:
+        return RInterval(0.0, 0.0, "ties", True)
+    nonzero = values[values != 0]
+    if np.all(nonzero > 0) or np.all(nonzero < 0):
+        low, high = _sign_interval(values, confidence)
+        return RInterval(low, high, "exact_sign", True)
+    low, high = bootstrap_r_interval(values, seed=seed, confidence=confidence, n_boot=n_boot)
+    if high > low:
+        return RInterval(low, high, "percentile", mostly_ties)
+    bca = stats.bootstrap(
+        (values,),
+        _bootstrap_statistic,
+        n_resamples=n_boot,
+        method="BCa",
+        confidence_level=confidence,
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+    if np.isfinite(bca.low) and np.isfinite(bca.high) and bca.high > bca.low:
+        return RInterval(float(bca.low), float(bca.high), "bca", True)
+    low, high = _sign_interval(values, confidence)
+    return RInterval(low, high, "exact_sign", True)
+
+
 def difference_contrast(
     d: Sequence[float] | FloatArray,
     *,
@@ -346,8 +438,11 @@ def difference_contrast(
     p = signed_rank_p(values)
     ci_low: float | None = None
     ci_high: float | None = None
+    interval: RInterval | None = None
     if n_boot > 0:
-        ci_low, ci_high = bootstrap_r_interval(values, seed=seed, confidence=confidence, n_boot=n_boot)
+        interval = r_interval(values, seed=seed, confidence=confidence, n_boot=n_boot)
+        ci_low, ci_high = interval.low, interval.high
+    mean = float(np.mean(values))
     return Contrast(
         a=a_name,
         b=b_name,
@@ -358,9 +453,14 @@ def difference_contrast(
         ci_high=ci_high,
         p=p,
         p_adjusted=p,
-        mean_diff=float(np.mean(values)),
+        mean_diff=mean,
         meaningful=abs(r) >= MEANINGFUL_R,
         violation=ci_low is not None and ci_high is not None and (ci_low > 0 or ci_high < 0),
+        estimate=hodges_lehmann(values),
+        differing=int(np.sum(values != 0)),
+        ci_method=None if interval is None else interval.method,
+        degenerate=interval is not None and interval.degenerate,
+        direction_disagrees=mean * r < 0,
     )
 
 

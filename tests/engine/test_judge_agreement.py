@@ -155,3 +155,41 @@ def test_confusion_statistics_match_agreement_on_one_sample() -> None:
         low, high = intervals[name]["low"], intervals[name]["high"]
         assert low is not None and high is not None and value is not None
         assert low < value < high, name
+
+
+def test_integer_ratings_are_ordinal_with_quadratic_kappa() -> None:
+    """A 1–5 rating (clarity): ordinal alpha equals krippendorff's ordinal alpha, kappa sklearn's quadratic one,
+    and the nominal reading differs (it would throw the order away)."""
+    rng = np.random.default_rng(7)
+    truth = rng.integers(1, 6, size=80)
+    matrix: list[list[object]] = [[int(np.clip(t + rng.integers(-1, 2), 1, 5)) for _ in range(2)] for t in truth]
+    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=300)["metrics"]
+    data = np.array([[float(str(r[j])) for r in matrix] for j in range(2)])
+    assert row["level"] == "ordinal"
+    ordinal = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
+    nominal = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    assert row["alpha"]["value"] == pytest.approx(ordinal)
+    assert abs(ordinal - nominal) > 0.05
+    codes = [[int(str(r[j])) for r in matrix] for j in range(2)]
+    assert row["kappa"][0]["weights"] == "quadratic"
+    assert row["kappa"][0]["value"] == pytest.approx(cohen_kappa_score(*codes, weights="quadratic"))
+
+
+def test_integers_with_a_not_applicable_code_stay_nominal() -> None:
+    matrix = [[-1, -1], [0, 1], [1, 1], [0, 0], [1, 0], [-1, 1]]
+    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=100)["metrics"]
+    assert row["level"] == "nominal"
+
+
+def test_a_judge_that_never_varies_makes_agreement_not_estimable() -> None:
+    """Judge c always votes False: alpha and c's kappas are None with a note, not 1.0; a ~ b stays estimated."""
+    rng = np.random.default_rng(5)
+    matrix = [[bool(v), bool(v) if rng.random() < 0.9 else not v, False] for v in rng.random(60) < 0.3]
+    (row,) = judge_agreement(units_from(matrix), JUDGES, seed=2, n_resamples=200)["metrics"]
+    assert row["alpha"] == {"value": None, "low": None, "high": None}
+    assert "not estimable" in row["note"] and "c" in row["note"]
+    kappas = {tuple(k["judges"]): k["value"] for k in row["kappa"]}
+    assert kappas[("a", "c")] is None and kappas[("b", "c")] is None
+    a = [r[0] for r in matrix]
+    b = [r[1] for r in matrix]
+    assert kappas[("a", "b")] == pytest.approx(cohen_kappa_score(a, b))

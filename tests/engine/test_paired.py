@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from engine import derive_seed
-from engine.stats._families import adjust_p, correct_family
+from engine.stats._families import adjust_p, correct_family, format_effect, format_level
 from engine.stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
@@ -25,6 +25,7 @@ from engine.stats._paired import (
     detectable_r,
     difference_contrast,
     friedman_then_pairwise,
+    hodges_lehmann,
     paired_contrast,
     rank_biserial,
     signed_rank_p,
@@ -223,11 +224,73 @@ def test_bootstrap_ci_agrees_with_independent_percentile_bootstrap() -> None:
     assert found.ci_high == pytest.approx(high, abs=0.03)
 
 
-def test_constant_nonzero_difference_has_point_interval() -> None:
-    """Every item +1: every resample is the sample, so CI = (1, 1) and no degenerate-data warning."""
+def test_constant_nonzero_difference_gets_the_exact_sign_interval() -> None:
+    """Every item +1: every resample gives r = 1, so the percentile interval would be the point (1, 1). The
+    exact Clopper–Pearson interval of the share of positive signs (15 of 15), on r's scale 2π − 1, replaces it,
+    and the row says it is degenerate."""
     found = contrast([1.0] * 15)
-    assert (found.r, found.ci_low, found.ci_high) == (1.0, 1.0, 1.0)
+    # Clopper–Pearson for 15 of 15 at 95%: lower = 0.025^(1/15), upper = 1 (the beta quantile, by hand)
+    assert found.r == 1.0
+    assert found.ci_low == pytest.approx(2 * 0.025 ** (1 / 15) - 1, abs=1e-12)
+    assert found.ci_high == pytest.approx(1.0)
+    assert (found.ci_method, found.degenerate, found.differing) == ("exact_sign", True, 15)
     assert found.violation
+
+
+def test_one_signed_differences_among_ties_are_not_printed_as_certain() -> None:
+    """Issue 24's `−1.00 [−1.00, −1.00] (100%)`: 14 of 20 pairs differ, all negative. The percentile bootstrap
+    collapses; the interval is the exact sign interval at the level asked, marked with the differing pairs."""
+    d = [-1.0] * 7 + [-0.5] * 7 + [0.0] * 6
+    found = difference_contrast(d, a_name="a", b_name="b", seed=3, n_boot=2_000, confidence=1 - 0.05 * 5 / 1250)
+    expected = stats.binomtest(0, 14).proportion_ci(confidence_level=1 - 0.05 * 5 / 1250, method="exact")
+    assert found.r == -1.0 and found.differing == 14 and found.degenerate
+    assert (found.ci_low, found.ci_high) == (pytest.approx(2 * expected.low - 1), pytest.approx(2 * expected.high - 1))
+    assert found.ci_high > -1.0  # not a zero-width interval
+    row = found.as_dict() | {"ci_level": 1 - 0.05 * 5 / 1250}
+    text = format_effect(row)
+    assert "(99.98%)" in text and "100%" not in text
+    assert "degenerate: 14 of 20 pairs differ, exact_sign interval" in text
+
+
+def test_mostly_ties_is_marked_degenerate_with_its_differing_pairs() -> None:
+    """6 of 20 pairs differ, both signs: the percentile interval varies (kept), but the row is marked."""
+    d = [1.0, 2.0, 3.0, -1.0, 0.5, -2.5] + [0.0] * 14
+    found = contrast(d, n_boot=2_000)
+    assert (found.differing, found.degenerate, found.ci_method) == (6, True, "percentile")
+    assert found.ci_low is not None and found.ci_high is not None and found.ci_low < found.ci_high
+    assert not contrast([1.0, 2.0, -3.0, 4.0, -5.0, 6.0] * 3).degenerate
+
+
+def test_format_level_prints_the_level_used() -> None:
+    """Two significant digits of what the level leaves out: 0.9998 is 99.98%, never 100%."""
+    assert [format_level(x) for x in (0.95, 0.9998, 0.99966667, 0.999, 0.975)] == [
+        "95%",
+        "99.98%",
+        "99.967%",
+        "99.9%",
+        "97.5%",
+    ]
+
+
+def test_hodges_lehmann_is_the_median_of_walsh_averages() -> None:
+    """Against hand enumeration of every (d_i + d_j)/2, i ≤ j."""
+    d = [3.0, -1.0, 0.0, 2.0, 7.0, -4.0, 1.0]
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d)))
+    assert len(walsh) == 28
+    assert hodges_lehmann(d) == (walsh[13] + walsh[14]) / 2
+    assert hodges_lehmann([]) is None
+
+
+def test_mean_difference_against_r_is_flagged_when_signs_disagree() -> None:
+    """Many small gains and one large loss: r (and the Hodges–Lehmann estimate) say a > b, the mean says a < b."""
+    d = [0.1] * 14 + [-5.0]
+    found = contrast(d)
+    # Pratt ranks: the 14 ties share ranks 1..14 (7.5 each), the loss has rank 15: R+ = 105, R− = 15
+    assert found.r == pytest.approx((105 - 15) / 120)
+    assert found.mean_diff == pytest.approx((1.4 - 5.0) / 15)
+    assert found.estimate == pytest.approx(0.1)
+    assert found.direction_disagrees
+    assert not contrast([float(k) for k in range(1, 16)]).direction_disagrees
 
 
 def test_meaningful_threshold_is_inclusive() -> None:

@@ -71,3 +71,39 @@ def test_single_judge_spec_reports_no_agreement(shipped: dict[str, Any]) -> None
     """The shipped scenario asks one judge spec three times: agreement between judge models is not measured."""
     block = shipped["judge_agreement"]
     assert block["judges"] == ["sim/judge"] and block["metrics"] == []
+
+
+NULL_SEEDS = (11, 12, 13)
+
+
+@pytest.fixture(scope="module")
+def null_seeds(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return [
+        _run(tmp_path_factory.mktemp(f"null{seed}"), f"seed={seed}", "models.tutor.params.leak_per_turn=0")
+        for seed in NULL_SEEDS
+    ]
+
+
+def _pooled(summary: dict[str, Any]) -> dict[str, Any]:
+    return next(a for a in summary["amplification"] if a["dimension"] is None and a["subject"] is None)
+
+
+def test_escalation_off_puts_amplification_at_zero_over_seeds(
+    null: dict[str, Any], null_seeds: list[dict[str, Any]]
+) -> None:
+    """Counting every generated reply (SafeTutors' denominator), amplification with escalation off sits at 0
+    within its interval in every seed; the dimension intervals cover 0 in most cells. The visible-only view
+    drops refused replies from the multi-turn side only, so it leans positive: on average above the full count.
+    `bench/crescendo_null.py` runs the same over 20 seeds."""
+    runs = [null, *null_seeds]
+    for summary in runs:
+        pooled = _pooled(summary)
+        assert pooled["ci"]["low"] <= 0.0 <= pooled["ci"]["high"], pooled
+        dims = _dimension_rows(summary)
+        assert sum(r["ci"]["low"] <= 0.0 <= r["ci"]["high"] for r in dims) >= 9
+        # the full count: backtracked replies are in the multi-turn denominator
+        multi = summary["overall"][1]
+        assert multi["per_response"]["n"] == multi["per_visible_reply"]["n"] + multi["backtracked"]["replies"]
+    visible = [_pooled(s)["visible_only"]["delta"] for s in runs]
+    full = [_pooled(s)["delta"] for s in runs]
+    assert sum(visible) / len(runs) > sum(full) / len(runs)

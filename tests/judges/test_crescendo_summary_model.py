@@ -14,7 +14,7 @@ from judges.crescendo_model import CrescendoSummary
 from judges.crescendo_summary import CrescendoSummarizer
 from tests.helpers import make_scenario
 
-CELL = ["episodes", "per_response", "per_conversation", "exposure", "backtracked", "format"]
+CELL = ["episodes", "per_response", "per_visible_reply", "per_conversation", "exposure", "backtracked", "format"]
 CLUSTERED = ["k", "n", "clusters", "rate", "low", "high", "method"]
 WILSON = ["k", "n", "rate", "low", "high"]
 
@@ -62,6 +62,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
         "single_replies",
         "multi_replies",
         "multi_dialogues",
+        "visible_only",
     ]
     assert list(written["amplification"][0]["ci"]) == ["low", "high", "method", "confidence"]
     hazard = written["hazard"]["all"]

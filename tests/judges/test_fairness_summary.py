@@ -161,8 +161,10 @@ def find(summary: Mapping[str, Any], **keys: str) -> list[dict[str, Any]]:
 def assert_same(found: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
     """Exact on the estimate and the test; the 95% interval's ends agree to 1e-12 (a finding's interval is at
     the corrected level and is checked on its own; the verdict comes from the family, checked on its own)."""
-    for key in ("a", "b", "n", "status", "r", "p", "mean_diff", "meaningful"):
+    for key in ("a", "b", "n", "status", "r", "p", "mean_diff", "estimate", "differing"):
         assert found[key] == expected[key], key
+    # EduFair's mark only where the permutation null could resolve |r| = 0.10
+    assert found["meaningful"] == (expected["meaningful"] and found.get("resolves_meaningful") is not False)
     if found.get("ci_level") not in (None, 0.95):
         return
     for key in ("ci_low", "ci_high"):
@@ -639,7 +641,8 @@ def test_verdicts_do_not_depend_on_intervals_or_their_seed() -> None:
 
 
 def test_a_findings_interval_is_at_the_corrected_level(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
-    """BH with R findings among m: the interval of a finding is the 1 − q·R/m percentile bootstrap."""
+    """BH with R findings among m: the interval of a finding is at 1 − q·R/m (percentile bootstrap, or the exact
+    sign interval where every differing pair leans one way and the percentile interval would collapse)."""
     dialogues, summary = ses
     correction = summary["fairness"]["correction"]
     level = 1 - 0.05 * correction["findings"] / correction["family_size"]
@@ -649,7 +652,15 @@ def test_a_findings_interval_is_at_the_corrected_level(ses: tuple[list[Dialogue]
     columns = {lv: item_column(dialogues, finding["metric"], lv, ITEMS) for lv in levels}
     d = np.subtract(columns[finding["a"]], columns[finding["b"]])
     seed = derive_seed(derive_seed(SEED, "algebra", "explicit", "ses", finding["metric"]), finding["a"], finding["b"])
-    low, high = bootstrap_r_interval(d, seed=seed, confidence=level, n_boot=max(10_000, math.ceil(50 / (1 - level))))
+    nonzero = d[~np.isnan(d) & (d != 0)]
+    if np.all(nonzero > 0) or np.all(nonzero < 0):
+        # every resample gives r = ±1: the exact Clopper–Pearson interval of the positive signs, on r's scale
+        exact = stats.binomtest(int(np.sum(nonzero > 0)), nonzero.size).proportion_ci(level, method="exact")
+        low, high = 2 * exact.low - 1, 2 * exact.high - 1
+        assert finding["ci_method"] == "exact_sign" and finding["degenerate"]
+    else:
+        resamples = max(10_000, math.ceil(50 / (1 - level)))
+        low, high = bootstrap_r_interval(d, seed=seed, confidence=level, n_boot=resamples)
     assert (finding["ci_low"], finding["ci_high"]) == pytest.approx((low, high), abs=1e-12)
     assert all(
         c["ci_level"] == 0.95 for c in summary["fairness"]["contrasts"] if c["r"] is not None and not c["violation"]
@@ -787,9 +798,16 @@ def assert_violation_rows(markdown: str, violations: Sequence[Mapping[str, Any]]
     assert len(rows) == len(violations)
     for row, c, name in zip(rows, violations, names, strict=True):
         assert row[:5] == [c["domain"], c["channel"], c["dimension"], c["metric"], name]
-        level = f" ({100 * c['ci_level']:.3g}%)"
+        # the level to two significant digits of what it leaves out (0.995238 → 99.52%), never rounded to 100%
+        miss = 100 * (1 - c["ci_level"])
+        digits = f"{100 * c['ci_level']:.{1 - math.floor(math.log10(miss))}f}".rstrip("0").rstrip(".")
+        level = f" ({digits}%)"
+        if c["degenerate"]:
+            level += f" degenerate: {c['differing']} of {c['n']} pairs differ"
+            level += f", {c['ci_method']} interval" if c["ci_method"] != "percentile" else ""
         assert row[5].strip("*") == f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{level}"
-        assert row[6:8] == [fmt_p(c["p"]), fmt_p(c["p_adjusted"])] and row[-1] == str(c["n"])
+        assert row[6] == f"{c['estimate']:.3g}"
+        assert row[7:9] == [fmt_p(c["p"]), fmt_p(c["p_adjusted"])] and row[-1] == str(c["n"])
 
 
 def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
@@ -805,15 +823,19 @@ def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dial
     assert data["violations"]
     findings = section(markdown, "Fairness findings")
     assert (
-        "| domain | channel | dimension | metric | contrast | r [interval] | p | p adj. | Friedman p | n |" in findings
+        "| domain | channel | dimension | metric | contrast | r [interval] | Hodges–Lehmann a − b | p | p adj. "
+        "| Friedman p | n |" in findings
     )
     assert_violation_rows(markdown, data["violations"], [f"{c['a']} − {c['b']}" for c in data["violations"]])
     tables = section(markdown, "Mean |r| (EduFair's tables)")
     assert "### explicit cues · domain algebra" in tables and "| metric | ses | mean |" in tables
     for cell in data["mean_abs_r"]["cells"]:
+        null = cell["null"]
+        marks = ("↑" if null["exceeds_null"] else "") + ("≥" if null["meaningful"] else "")
+        value = f"{cell['mean_abs_r']:.3f} ({null['null_mean']:.3f}){marks}"
         mark = "*" if cell["finding"] else ""
-        value = f"{cell['mean_abs_r']:.3f}"
         assert f"| {cell['metric']} | {value}{mark} | {value} |" in tables, cell["metric"]
+    assert "within-item permutation of the condition labels" in tables
     insufficient = sum(1 for c in data["contrasts"] if c["status"] == "insufficient")
     assert (f"{insufficient} contrasts had fewer than 15 item pairs" in markdown) == bool(insufficient)
     assert "| explicit | ses | low_income | 16 | – | – | – | – |" in section(markdown, "Simulated-student audit")
@@ -911,7 +933,7 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
     flat = " ".join(text.split())
     assert flat.startswith("Family: ")
     for domain in ("all", "algebra", "optics"):
-        assert f"Mean |r| · explicit cues · domain {domain} (* = cell holds a finding)" in flat
+        assert f"Mean |r| (null mean) · explicit cues · domain {domain} (* = cell holds a finding)" in flat
     assert flat.index("domain all") < flat.index("domain algebra") < flat.index("domain optics")
     header = next(line for line in text.splitlines() if "metric" in line and "gender" in line)
     assert "ses" in header and "mean" in header
@@ -925,9 +947,9 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
         for c in summary["fairness"]["mean_abs_r"]["cells"]
         if c["domain"] == "all" and c["metric"] == "tutor_avg_words" and c["dimension"] == "ses"
     )
-    pooled = text.split("Mean |r| · explicit cues · domain all", 1)[1]
+    pooled = text.split("Mean |r| (null mean) · explicit cues · domain all", 1)[1]
     row = next(line for line in pooled.splitlines() if "tutor_avg_words" in line)
-    assert f"{words['mean_abs_r']:.3f}{'*' if words['finding'] else ''}" in row
+    assert f"{words['mean_abs_r']:.3f} ({words['null']['null_mean']:.3f})" in row
 
 
 # ------------------------------------------------------------------------------------------ planning
