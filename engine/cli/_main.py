@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli._live import LiveDetail, print_end_summary, resume_hint
+from engine.cli._live import LiveDetail, print_end_summary, resume_hint, run_with_progress_lines
 from engine.cli._runs import RUN_DIR
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
@@ -316,6 +316,9 @@ def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, conso
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
+    report = Path(result.run_dir) / "report.html"
+    if report.is_file():
+        out_console.print(f"report: {report}  (open it with: simrun view {shlex.quote(str(result.run_dir))})")
 
 
 def _write_report(run: RunDir) -> dict[str, Any]:
@@ -325,6 +328,9 @@ def _write_report(run: RunDir) -> dict[str, Any]:
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:
+    if not console.is_terminal and not verbosity.quiet:
+        piped: RunResult = anyio.run(partial(run_with_progress_lines, runner, console), backend="asyncio")
+        return piped
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
