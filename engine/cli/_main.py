@@ -7,8 +7,10 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import shlex
+import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -449,7 +451,7 @@ def report(run_dir: Path) -> int:
 @cli.command(name="list")
 def list_plugins() -> int:
     """List the registered providers, scenario kinds, agents, strategies and judges."""
-    console = Console()
+    console = Console(soft_wrap=True)
     for title, registry in (
         ("providers", PROVIDERS),
         ("scenario kinds", PROTOCOLS),
@@ -457,14 +459,32 @@ def list_plugins() -> int:
         ("student strategies", STUDENTS),
         ("judges", JUDGES),
     ):
-        console.print(f"[bold]{title}[/]: {', '.join(registry.names())}")
+        table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2, 0, 2))
+        plugins: list[tuple[str, object]] = list(registry.items())
+        table.add_column(no_wrap=True, min_width=max((len(name) for name, _ in plugins), default=1))
+        table.add_column(no_wrap=True, overflow="ellipsis")  # one line per name, cut at the terminal's width
+        for name, plugin in plugins:
+            described = plugin() if callable(plugin) and registry is PROVIDERS else plugin  # imports its class
+            table.add_row(Text(name, style="bold"), Text(_first_line(described)))
+        console.print(table)
     return 0
+
+
+def _first_line(plugin: object) -> str:
+    """A plug-in's one-line description: the first sentence of its docstring (its class's for an instance, its
+    module's for a factory without one)."""
+    doc = inspect.getdoc(plugin) or inspect.getdoc(inspect.getmodule(plugin)) or ""
+    paragraph = doc.split("\n\n")[0].replace("\n", " ").strip()
+    return paragraph.split(". ")[0].removesuffix(".")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    if not args:  # a first try: the help is the answer, not a usage error
+        args = ["--help"]
     try:
-        code = cli.main(args=list(argv) if argv is not None else None, prog_name="simrun", standalone_mode=False)
+        code = cli.main(args=args, prog_name="simrun", standalone_mode=False)
     except ScenarioError as exc:
         Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
         return EXIT_USER_ERROR
