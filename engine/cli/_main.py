@@ -252,6 +252,7 @@ def run(
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
         _print_plan(built, estimate=True, budget=budget)
+        _warn_missing_keys(built)
         return 0
     _connect_executor(built)
     console = Console(stderr=True)
@@ -273,6 +274,20 @@ def run(
     hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
     _print_next_step(result, hint, console)
     return result.exit_code
+
+
+def _warn_missing_keys(built: BuiltScenario) -> None:
+    """A dry run calls nothing, so it needs no key, but says which the real run would stop for (exit 2)."""
+    said: set[str] = set()
+    for role, spec in built.models:
+        try:
+            PROVIDERS.get(spec.provider)().check(spec, role)
+        except ScenarioError as exc:
+            if str(exc) not in said:
+                said.add(str(exc))
+                Console(stderr=True, soft_wrap=True).print(
+                    Text(f"warning: {exc} (the run itself would stop with exit 2)", style="yellow")
+                )
 
 
 def _connect_executor(built: BuiltScenario) -> None:

@@ -222,3 +222,14 @@ def test_lazy_commands_are_listed_with_their_own_help() -> None:
         command = group.get_command(ctx, name)
         assert command is not None
         assert command.get_short_help_str(limit=1000) == _RunByDefault.LAZY_HELP[name]
+
+
+def test_a_dry_run_warns_of_a_missing_key_and_calls_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = _scenario(tmp_path)
+    assert main([str(path), "--model", "tutor=openai/gpt-4o-mini", "--dry-run", "--out", str(tmp_path / "runs")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: role 'tutor' needs an API key" in err and "OPENAI_API_KEY" in err and "exit 2" in err
+    assert not (tmp_path / "runs").exists()
