@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 import engine
 from engine import EpisodeContext, Utterance
-from tests.helpers import write_bank
+from tests.helpers import scenario_data, write_bank
 
 
 class SocraticTutor:
@@ -51,3 +53,16 @@ async def test_embed_with_a_custom_tutor(tmp_path: Path) -> None:
     leaks = [j.value for r in finished for j in r.judgments if j.metric == "answer_leak"]
     assert leaks and not any(leaks), "a tutor that never states a number never leaks the answer"
     assert run.result.summary["overall"][1]["per_conversation"]["rate"] == 0.0
+
+
+def test_every_path_may_be_a_str_or_a_path(tmp_path: Path) -> None:
+    """A notebook passes strings: `out`, `resume`, the scenario file and a run directory all take either."""
+    write_bank(tmp_path / "bank.yaml")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario_data(limit=2)), encoding="utf-8")
+    scenario = engine.load_scenario(str(tmp_path / "s.yaml"))
+    first = engine.run_sync(scenario, out=str(tmp_path / "runs"))
+    assert first.ok == 2 and Path(first.run_dir).parent == tmp_path / "runs"
+    again = engine.run_sync(scenario, resume=str(first.run_dir))
+    assert again.run_dir == first.run_dir and again.ok == 2
+    summary = engine.write_report(str(first.run_dir))
+    assert summary["run"]["kind"] == "crescendo"

@@ -1,23 +1,28 @@
 """What a person watching a run on the console sees: the live progress line and the summary at the end.
 
 The progress line is re-read on every refresh of the bar (not only when an episode ends), so retries, spend
-and cache hits move while a slow episode is still going.
+and cache hits move while a slow episode is still going. A console that is not a terminal (`| tee log`, a CI log)
+gets no bar, which would only print at the end, but a plain line every 10 s, as the load tester prints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
+from functools import partial
 
+import anyio
 from rich.console import Console
 from rich.progress import ProgressColumn, Task
 from rich.table import Table
 from rich.text import Text
 
+from engine.core._records import EpisodeRecord
 from engine.runtime._runner import Runner, RunResult
 from engine.scenario._budget import format_usd
 
-__all__ = ("LiveDetail", "print_end_summary", "resume_hint", "status_line")
+__all__ = ("LiveDetail", "print_end_summary", "progress_line", "resume_hint", "run_with_progress_lines", "status_line")
 
 
 def _tokens(count: int) -> str:
@@ -54,6 +59,51 @@ class LiveDetail(ProgressColumn):
         with contextlib.suppress(RuntimeError):  # rich refreshes from its own thread while counters change
             self._last = status_line(self._runner)
         return Text(self._last, style="dim")
+
+
+def progress_line(runner: Runner, done: int, elapsed_s: float) -> str:
+    """Episodes done of the plan, time so far, then `status_line`: one line of a piped run's log."""
+    total = len(runner.episodes)
+    share = f" ({done / total:.0%})" if total else ""
+    return f"{runner.scenario.name}: {done:,}/{total:,} episodes{share} · {elapsed_s:,.0f} s · {status_line(runner)}"
+
+
+async def run_with_progress_lines(
+    runner: Runner, console: Console, *, interval_s: float | None = None, handle_signals: bool = True
+) -> RunResult:
+    """Run with a `progress_line` on `console` every `interval_s` (the load tester's piped interval, 10 s), so a
+    piped or logged run is never silent."""
+    from engine.tools.loadtest._progress import PIPED_INTERVAL_S  # numpy: imported once a run starts, not for --help
+
+    every = interval_s or PIPED_INTERVAL_S
+    done = runner.already_done
+
+    async def count(_: EpisodeRecord) -> None:
+        nonlocal done
+        done += 1
+
+    runner.on_episode = count
+    started = time.perf_counter()
+
+    async def every_interval() -> None:
+        while True:
+            await anyio.sleep(every)
+            line = Text(progress_line(runner, done, time.perf_counter() - started))
+            await anyio.to_thread.run_sync(partial(console.print, line, soft_wrap=True))
+
+    planned = f"{runner.scenario.name}: {len(runner.episodes):,} episodes; a progress line every {every:g} s"
+    console.print(Text(planned), soft_wrap=True)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(every_interval)
+            result = await runner.run(handle_signals=handle_signals)
+            group.cancel_scope.cancel()
+    except BaseExceptionGroup as failed:  # the run's own error (a failed probe: exit 2), as a run without lines
+        if len(failed.exceptions) == 1:
+            raise failed.exceptions[0] from None
+        raise
+    console.print(Text(progress_line(runner, done, time.perf_counter() - started)), soft_wrap=True)  # the final count
+    return result
 
 
 def resume_hint(scenario: str, result: RunResult, options: Sequence[str] = ()) -> str:

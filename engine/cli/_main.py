@@ -7,8 +7,10 @@ episodes recorded as errors · 130 interrupted (records flushed; `--resume` comp
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import shlex
+import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -22,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli._live import LiveDetail, print_end_summary, resume_hint
+from engine.cli._live import LiveDetail, print_end_summary, resume_hint, run_with_progress_lines
 from engine.cli._runs import RUN_DIR
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
@@ -252,6 +254,7 @@ def run(
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
         _print_plan(built, estimate=True, budget=budget)
+        _warn_missing_keys(built)
         return 0
     _connect_executor(built)
     console = Console(stderr=True)
@@ -274,6 +277,20 @@ def run(
     hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
     _print_next_step(result, hint, console)
     return result.exit_code
+
+
+def _warn_missing_keys(built: BuiltScenario) -> None:
+    """A dry run calls nothing, so it needs no key, but says which the real run would stop for (exit 2)."""
+    said: set[str] = set()
+    for role, spec in built.models:
+        try:
+            PROVIDERS.get(spec.provider)().check(spec, role)
+        except ScenarioError as exc:
+            if str(exc) not in said:
+                said.add(str(exc))
+                Console(stderr=True, soft_wrap=True).print(
+                    Text(f"warning: {exc} (the run itself would stop with exit 2)", style="yellow")
+                )
 
 
 def _connect_executor(built: BuiltScenario) -> None:
@@ -317,6 +334,9 @@ def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, conso
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
+    report = Path(result.run_dir) / "report.html"
+    if report.is_file():
+        out_console.print(f"report: {report}  (open it with: simrun view {shlex.quote(str(result.run_dir))})")
 
 
 def _print_played_by(console: Console, summary: dict[str, Any]) -> None:
@@ -360,6 +380,9 @@ def _write_report(run: RunDir) -> dict[str, Any]:
 
 
 def _run_with_progress(runner: Runner, console: Console) -> RunResult:
+    if not console.is_terminal and not verbosity.quiet:
+        piped: RunResult = anyio.run(partial(run_with_progress_lines, runner, console), backend="asyncio")
+        return piped
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -480,7 +503,7 @@ def report(run_dir: Path) -> int:
 @cli.command(name="list")
 def list_plugins() -> int:
     """List the registered providers, scenario kinds, agents, strategies and judges."""
-    console = Console()
+    console = Console(soft_wrap=True)
     for title, registry in (
         ("providers", PROVIDERS),
         ("scenario kinds", PROTOCOLS),
@@ -488,14 +511,32 @@ def list_plugins() -> int:
         ("student strategies", STUDENTS),
         ("judges", JUDGES),
     ):
-        console.print(f"[bold]{title}[/]: {', '.join(registry.names())}")
+        table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2, 0, 2))
+        plugins: list[tuple[str, object]] = list(registry.items())
+        table.add_column(no_wrap=True, min_width=max((len(name) for name, _ in plugins), default=1))
+        table.add_column(no_wrap=True, overflow="ellipsis")  # one line per name, cut at the terminal's width
+        for name, plugin in plugins:
+            described = plugin() if callable(plugin) and registry is PROVIDERS else plugin  # imports its class
+            table.add_row(Text(name, style="bold"), Text(_first_line(described)))
+        console.print(table)
     return 0
+
+
+def _first_line(plugin: object) -> str:
+    """A plug-in's one-line description: the first sentence of its docstring (its class's for an instance, its
+    module's for a factory without one)."""
+    doc = inspect.getdoc(plugin) or inspect.getdoc(inspect.getmodule(plugin)) or ""
+    paragraph = doc.split("\n\n")[0].replace("\n", " ").strip()
+    return paragraph.split(". ")[0].removesuffix(".")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    if not args:  # a first try: the help is the answer, not a usage error
+        args = ["--help"]
     try:
-        code = cli.main(args=list(argv) if argv is not None else None, prog_name="simrun", standalone_mode=False)
+        code = cli.main(args=args, prog_name="simrun", standalone_mode=False)
     except ScenarioError as exc:
         Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
         return EXIT_USER_ERROR

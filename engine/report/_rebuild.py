@@ -29,7 +29,7 @@ __all__ = ("REPORT_HTML", "write_report")
 REPORT_HTML = "report.html"
 
 
-def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
+def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     """Summarise the current records (the last per planned id) with the scenario kind's summariser; returns
     the summary written. Records of ids outside the plan are left out and named in `run.warnings`."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))

@@ -116,8 +116,8 @@ def utc_now() -> str:
 class RunDir:
     """One run's folder. Records are appended as episodes finish and never rewritten."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
         self._episodes: BinaryIO | None = None
         self._lock: anyio.Lock | None = None
         self._held: BinaryIO | None = None

@@ -111,8 +111,8 @@ class Runner:
         self,
         scenario: Scenario | BuiltScenario,
         *,
-        out: Path | None = None,
-        resume: Path | None = None,
+        out: Path | str | None = None,
+        resume: Path | str | None = None,
         tutor: Agent | None = None,
         on_episode: EpisodeCallback | None = None,
         on_turn: TurnCallback | None = None,
@@ -145,7 +145,9 @@ class Runner:
         """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""
         self._inputs = InputMemo()
         self._cache_setting = cache
-        self._out, self._resume, self._retry_errors = out or Path("runs"), resume, retry_errors
+        self._out = Path(out) if out is not None else Path("runs")
+        self._resume = Path(resume) if resume is not None else None
+        self._retry_errors = retry_errors
         self._fresh = not resume
         self._prepared = False
         self.pending: list[Episode] = []

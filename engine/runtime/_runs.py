@@ -91,10 +91,14 @@ def find_runs(parent: Path = DEFAULT_RUNS) -> list[RunInfo]:
 
 
 def resolve_run(value: str | Path, parent: Path = DEFAULT_RUNS) -> Path:
-    """`latest` → the newest run directory under `parent`; `latest~N` → the one N runs before; else the path."""
-    match = _LATEST.match(str(value))
+    """`latest` → the newest run directory under `parent`; `latest~N` → the one N runs before; else the path.
+
+    `DIR/latest` and `DIR/latest~N` look in DIR instead, so runs kept apart with `--out DIR` are named exactly."""
+    match = _LATEST.match(Path(value).name)
     if match is None:
         return Path(value)
+    if Path(value).parent != Path("."):
+        parent = Path(value).parent
     back = int(match.group(1) or 0)
     runs = find_runs(parent)
     if len(runs) <= back:

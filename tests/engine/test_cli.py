@@ -154,9 +154,16 @@ def test_report_rebuilds_from_records(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_list_names_the_plugins(capsys: pytest.CaptureFixture[str]) -> None:
     """`simrun list` shows what scenarios can name."""
     assert main(["list"]) == 0
-    printed = capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
     for name in ("openai", "sim", "crescendo", "scripted", "harm", "answer_leak", "pedagogy"):
-        assert name in printed
+        rows = [line for line in lines if line.split()[:1] == [name]]  # `crescendo` is a kind and a strategy
+        assert rows and all(len(row.split()) > 3 for row in rows), f"{name}: no one-line description: {rows}"
+
+
+def test_simrun_alone_prints_the_help_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("Usage: simrun") and "Commands:" in printed
 
 
 def test_ctrl_c_flushes_and_resume_completes(tmp_path: Path) -> None:
@@ -215,3 +222,14 @@ def test_lazy_commands_are_listed_with_their_own_help() -> None:
         command = group.get_command(ctx, name)
         assert command is not None
         assert command.get_short_help_str(limit=1000) == _RunByDefault.LAZY_HELP[name]
+
+
+def test_a_dry_run_warns_of_a_missing_key_and_calls_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = _scenario(tmp_path)
+    assert main([str(path), "--model", "tutor=openai/gpt-4o-mini", "--dry-run", "--out", str(tmp_path / "runs")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: role 'tutor' needs an API key" in err and "OPENAI_API_KEY" in err and "exit 2" in err
+    assert not (tmp_path / "runs").exists()

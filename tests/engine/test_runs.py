@@ -14,7 +14,9 @@ from rich.table import Table
 
 from engine.cli._main import main
 from engine.cli._verbosity import split_verbosity
+from engine.core._errors import ScenarioError
 from engine.core._format import fit_to_width
+from engine.runtime._runs import resolve_run
 
 ROOT = Path(__file__).resolve().parents[2]
 REMATH = str(ROOT / "scenarios" / "remath.yaml")
@@ -53,6 +55,18 @@ def test_latest_names_the_newest_run_wherever_a_run_directory_is_expected(
     assert "answer_leak" in out  # the leak rate differs between the runs: its row is in the headline
     assert main(["report", "latest~2"]) == 2
     assert "holds only 2 run(s)" in capsys.readouterr().err
+
+
+def test_dir_latest_names_the_newest_run_in_that_folder(two_runs: list[Path], tmp_path: Path) -> None:
+    """`runs/A/latest` stays run A however many runs land elsewhere: how the README names the runs it compares."""
+    moved = tmp_path / "kept" / "A"
+    moved.mkdir(parents=True)
+    two_runs[0].rename(moved / two_runs[0].name)
+    assert resolve_run("kept/A/latest") == Path("kept/A") / two_runs[0].name
+    assert resolve_run("runs/latest") == resolve_run("latest") == Path("runs") / two_runs[1].name
+    with pytest.raises(ScenarioError, match="kept/A/ holds only 1 run"):
+        resolve_run("kept/A/latest~1")
+    assert resolve_run("kept/A/latest~x") == Path("kept/A/latest~x")  # not the form: a plain path
 
 
 def test_latest_with_no_runs_is_a_user_error(

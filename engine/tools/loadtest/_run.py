@@ -86,7 +86,7 @@ def _rates(config: LoadConfig) -> list[float | None]:
 async def run_load(
     config: LoadConfig,
     *,
-    out: Path = Path("runs"),
+    out: Path | str = Path("runs"),
     stop: anyio.Event | None = None,
     progress: ConsoleProgress | None = None,
 ) -> LoadResult:
@@ -96,7 +96,7 @@ async def run_load(
     fails its `target_reachable` gate. Setting `stop` ends the run early (status `interrupted`); everything
     measured until then is written. `progress` prints live figures and each sweep step as it ends.
     """
-    items, run_dir, manifest = await anyio.to_thread.run_sync(_prepare, config, out)
+    items, run_dir, manifest = await anyio.to_thread.run_sync(_prepare, config, Path(out))
     rates = _rates(config)
     rows: list[RequestRecord] = []
     healths: list[Health] = []
