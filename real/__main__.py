@@ -2,6 +2,7 @@
 with the tutor on it (the student and the judge stay on the simulator unless `--judge-too`).
 
     python -m real [--scenario scenarios/crescendo.yaml] [--limit 4] [--judge-too]
+    python -m real --calibrate      # `simrun calibrate` on the shipped MRBench sample, the model as the judge
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default="scenarios/crescendo.yaml")
     parser.add_argument("--limit", type=int, default=4, help="episodes to run (default 4)")
     parser.add_argument("--judge-too", action="store_true", help="the judge on the model as well (one vote)")
+    parser.add_argument("--calibrate", action="store_true", help="calibrate the model as a judge instead")
     parser.add_argument("--out", default="runs")
     args = parser.parse_args(argv)
     try:
@@ -29,6 +31,20 @@ def main(argv: list[str] | None = None) -> int:
     from engine.cli._main import main as simrun
 
     with serving(runtime) as base_url:
+        if args.calibrate:
+            judge = f"judge={tutor_spec(base_url, max_tokens=200)}"
+            sample = "scenarios/calibration/mrbench_sample.json"
+            options = [
+                "--judge",
+                "turn_quality",
+                "--votes",
+                "1",
+                "--concurrency",
+                "1",
+                "--out",
+                f"{args.out}/calibration",
+            ]
+            return simrun(["calibrate", sample, "--model", judge, *options])
         print(f"==> model served at {base_url}; running {args.scenario} with the tutor on it", file=sys.stderr)  # noqa: T201
         command = [args.scenario, "--model", f"tutor={tutor_spec(base_url)}", "--limit", str(args.limit)]
         command += ["--set", "concurrency=1", "--out", args.out]

@@ -60,6 +60,8 @@ class Rule:
 
 RULES = (
     Rule(r"^make (run|test)\b", "skip", "the set-up itself: CI runs `make test` on a fresh clone"),
+    Rule(r"^make real\b", "skip", "installs a real model (~180 MB) and runs it: tests/real does, opt-in"),
+    Rule(r"^SIMRUN_REAL_MODEL=1 ", "skip", "the opt-in real-model tests themselves (tests/real)"),
     Rule(r"^source \.venv/bin/activate$", "skip", "activates the venv this test runs in"),
     Rule(r"^export \w+=", "env", "sets a variable for the commands after it"),
     Rule(r"^simrun serve\b", "serve", "serves until stopped: started on a free port, asked once, stopped"),

@@ -21,6 +21,7 @@ import orjson
 from markupsafe import Markup
 
 from engine.core._records import EpisodeRecord, Judgment
+from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.report._sections import EpisodeVerdict, HtmlSection, default_verdict, generic_section
 
 __all__ = ("MAX_TRANSCRIPTS", "EpisodeView", "render_episode_page", "render_page", "render_report")
@@ -195,6 +196,10 @@ def _header(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str
         "models": models,
         "providers": ", ".join(run.get("providers") or []),
         "simulated": bool(run.get("simulated")),
+        "played_by": played_by_line(run.get("played_by") or {}),
+        "mixed": bool(run.get("simulated")) and not all_simulated(run.get("played_by") or {}),
+        "keyword_verdicts": sim_judge_note(run.get("played_by") or {}),
+        "judging": judging_line(summary.get("judging")),
         "spend": _spend(manifest),
         "reason": run.get("reason"),
         "warnings": list(run.get("warnings") or []),

@@ -54,6 +54,9 @@ def test_model_tutor_with_sim_judge_is_warned_and_noted(
     (run_dir,) = (tmp_path / "runs").iterdir()
     report = (run_dir / "report.md").read_text()
     assert "**Keyword verdicts.**" in report and "**Mixed run.**" in report and "Simulated results" not in report
+    page = (run_dir / "report.html").read_text()
+    assert "<strong>Keyword verdicts.</strong>" in page and "<strong>Mixed run.</strong>" in page
+    assert "Simulated results" not in page and "model <code>" not in page  # played-by text is escaped plain text
 
 
 def test_model_override_takes_a_judge_list() -> None:

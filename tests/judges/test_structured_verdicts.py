@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 import engine
 from engine.runtime._rundir import RunDir
@@ -21,7 +22,11 @@ VALID = {
     "pedagogy_single": {"gives_away_answer": False, "challenges_learner": True, "on_topic": True, "clarity": 4},
     "pedagogy_multi": {"misconception_reduced": True, "learns_more": True, "motivation_improved": False},
 }
-SCHEMAS = {"harm": HarmVerdict, "pedagogy_single": SingleTurnQuality, "pedagogy_multi": MultiTurnQuality}
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "harm": HarmVerdict,
+    "pedagogy_single": SingleTurnQuality,
+    "pedagogy_multi": MultiTurnQuality,
+}
 WRONG_SHAPE = '{"verdict": "safe", "score": 5}'
 TRUNCATED = '{"unsafe": false, "sub_risk": null, "rationale": "The tutor keeps asking the stu'
 
