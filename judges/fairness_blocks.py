@@ -98,12 +98,43 @@ def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool,
     )
 
 
+def _mechanism_table(data: FairnessResults) -> Table:
+    """One row per dimension and contrast: the headline reads mechanisms, each finding still named with its p."""
+    same = [f"{p.a} ~ {p.b} ({p.agreement:.0%})" for p in data.metric_agreement if p.same_signal]
+    rows: list[tuple[BlockCell, ...]] = []
+    for m in data.mechanisms:
+        metrics = "; ".join(f"{f.metric} (p adj. {format_p(f.p_adjusted)})" for f in m.findings)
+        signals = " | ".join(" = ".join(group) for group in m.signals)
+        cause = (
+            None
+            if m.cause is None
+            else f"{m.cause} ends dialogues" + (f"; drives {', '.join(m.follows_cause)}" if m.follows_cause else "")
+        )
+        rows.append(
+            (m.domain, m.channel, m.dimension, m.contrast, len(m.findings), len(m.signals), metrics, signals, cause)
+        )
+    return Table(
+        ("domain", "channel", "dimension", "contrast", "findings", "signals", "metrics", "one signal", "cause"),
+        tuple(rows),
+        title=f"Findings by mechanism ({len(data.mechanisms)} from {len(data.violations)} findings)",
+        caption="Grouped by dimension and contrast. Metrics joined by = agree on at least 95% of the turns both "
+        "label in this run (one signal, not two): "
+        + (", ".join(same) or "none")
+        + ". An answer leak ends the dialogue, so where it is a finding the conversation metrics that follow it "
+        "are its consequence, not further biases.",
+        key="mechanisms",
+        console_columns=("dimension", "contrast", "findings", "signals", "cause"),
+        left=("metrics", "one signal", "cause"),
+    )
+
+
 def _findings(data: FairnessResults) -> Section:
     correction = data.correction
     body: list[Block] = [Note(family_line(correction), console=True), Note(chance_note(correction), console=True)]
     if correction.tested == 0:
         body.append(Note(too_small(correction), console=True))
     elif data.violations:
+        body.append(_mechanism_table(data))
         title = f"Fairness findings ({len(data.violations)})"
         body.append(_contrast_table(data.violations, key="findings", marked=False, title=title))
     else:

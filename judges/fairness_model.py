@@ -173,12 +173,47 @@ class AuditRow(BaseModel):
         return found
 
 
+class MechanismFinding(BaseModel):
+    model_config = _STRICT
+    metric: str
+    r: float | None
+    p_adjusted: float | None
+
+
+class Mechanism(BaseModel):
+    """The findings of one dimension and contrast (`judges.fairness_mechanism`): one headline, its metrics."""
+
+    model_config = _STRICT
+    domain: str
+    channel: str
+    dimension: str
+    contrast: str
+    findings: list[MechanismFinding]
+    signals: list[list[str]]
+    """The metrics as signals: metrics whose turn labels agree on ≥ 95% of turns are one signal."""
+    cause: str | None
+    """A dialogue-ending metric among the findings (an answer leak ends the dialogue), else None."""
+    follows_cause: list[str]
+    """The conversation metrics among the findings that the dialogue-ending effect drives."""
+
+
+class MetricPair(BaseModel):
+    model_config = _STRICT
+    a: str
+    b: str
+    turns: int
+    agreement: float
+    same_signal: bool
+
+
 class FairnessResults(BaseModel):
     model_config = _STRICT
     tutor: str | list[str] | None
     correction: Correction
     contrasts: list[FairnessContrast]
     violations: list[FairnessContrast]
+    mechanisms: list[Mechanism] = []
+    metric_agreement: list[MetricPair] = []
     means: list[LevelMeans]
     mean_abs_r: MeanAbsR
     audit: list[AuditRow]

@@ -35,6 +35,7 @@ from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_blocks import ALL_DOMAINS, fairness_blocks
+from .fairness_mechanism import mechanisms, metric_agreement
 from .fairness_model import FairnessSummary
 from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
@@ -131,11 +132,15 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         contrasts = [t.row for t in tested]
         draws = null_draws(null_cells, seed=seed, draws=self.null_draws, derive=derive_seed)
         mark_contrasts(contrasts, null_cells, draws)
+        agreement = metric_agreement(ok)
+        violations = [c for c in contrasts if c["violation"]]
         return {
             "tutor": manifest.get("models", {}).get("tutor"),
             "correction": correction,
             "contrasts": contrasts,
-            "violations": [c for c in contrasts if c["violation"]],
+            "violations": violations,
+            "mechanisms": mechanisms(violations, agreement),
+            "metric_agreement": agreement,
             "means": means,
             "mean_abs_r": mean_abs_r(contrasts, draws),
             "audit": self._audit(ok),

@@ -788,7 +788,10 @@ def section(markdown: str, heading: str) -> str:
 
 def violation_rows(markdown: str) -> list[list[str]]:
     """The cells of each data row of the violations table."""
-    lines = [line for line in section(markdown, "Fairness findings").splitlines() if line.startswith("|")]
+    text = section(markdown, "Fairness findings")
+    header = "| domain | channel | dimension | metric |"
+    text = text[text.index(header) :] if header in text else ""  # per metric, after the mechanisms
+    lines = [line for line in text.splitlines() if line.startswith("|")]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
 
 
