@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
 
+from engine.core._dirfiles import open_append_in
+
 __all__ = (
     "HOST_LOG",
     "Redactor",
@@ -184,7 +186,7 @@ class RunEvents:
     def __init__(self, path: Path, *, secrets: Sequence[str] | Redactor = (), gate: WarningGate | None = None) -> None:
         self._redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
         self._gate = gate or WarningGate()
-        self._file: BinaryIO = path.open("ab")
+        self._file: BinaryIO = open_append_in(path.parent, path.name)
         self._own = structlog.wrap_logger(
             structlog.BytesLogger(self._file),
             processors=[

@@ -42,7 +42,7 @@ MAX_YAML_DEPTH: Final = 100
 """Deepest nesting of YAML collections accepted (scenarios need about 6)."""
 MAX_YAML_ALIAS_NODES: Final = 100_000
 """Nodes that aliases may add to a document beyond its own size (or its size, if larger)."""
-MAX_YAML_NODES: Final = 250_000
+MAX_YAML_NODES: Final = 100_000
 """Values (scalars and collections) in one document: a scenario has a few hundred, a large item bank tens of
 thousands; past this, parsing and validation would take seconds per file."""
 _INT_BITS: Final = 64

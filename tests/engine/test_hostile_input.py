@@ -72,3 +72,24 @@ def test_every_input_path_refuses_bad_text_with_its_location(
         named = "--set"
     message = _refused(args, capsys)
     assert named in message and "invalid YAML at column" in message and expected in message
+
+
+def test_validation_errors_are_capped_and_each_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Thousands of unknown keys: the first errors each at its own line, then a count (located in one pass)."""
+    write_bank(tmp_path / "bank.yaml")
+    head = yaml.safe_dump(scenario_data(), sort_keys=False)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(head + "".join(f"unknown{i}: {i}\n" for i in range(2000)), encoding="utf-8")
+    first = head.count("\n") + 1
+    message = _refused(["validate", str(scenario)], capsys)
+    located = re.findall(r":(\d+): unknown(\d+): unknown key", message)
+    assert [(int(line), int(key)) for line, key in located] == [(first + i, i) for i in range(20)]
+    assert "… and 1,980 more errors" in message
+
+
+def test_a_document_over_the_value_bound_is_refused_before_it_is_built() -> None:
+    from engine.core._inputs import MAX_YAML_NODES
+
+    with pytest.raises(ScenarioError, match=f"more than {MAX_YAML_NODES:,} values"):
+        parse_yaml("x: [" + ", ".join(["1"] * MAX_YAML_NODES) + "]\n", "big.yaml")
+    assert len(parse_yaml("x: [" + ", ".join(["1"] * 1000) + "]\n", "small.yaml")[0]["x"]) == 1000
