@@ -249,7 +249,8 @@ class Runner:
         events = self._events = RunEvents(self.run_dir.events_path, secrets=self.redactor)
         discard = False
         try:
-            return await self._run(handle_signals)
+            with self.built.templates.active():
+                return await self._run(handle_signals)
         except ProbeFailed:
             discard = self._fresh  # nothing ran: leave no empty run directory behind
             raise
