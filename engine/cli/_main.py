@@ -258,7 +258,9 @@ def run(
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
     result = _run_with_progress(runner, console)
     _print_result(built, runner, result, console)
-    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    hint = runner.redactor.text(
+        resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed))
+    )
     _print_next_step(result, hint, console)
     return result.exit_code
 
