@@ -43,10 +43,10 @@ MAX_TEMPLATE_STEPS: Final = 200_000
 """Loop iterations plus calls in one render."""
 MAX_RENDER_S: Final = 2.0
 """Wall-clock limit of one render."""
-MAX_RUN_TEMPLATE_S: Final = 2.0
+MAX_RUN_TEMPLATE_S: Final = 1.0
 """CPU seconds every render of one run may spend together (pre-run check and run), plus
 `_RUN_TEMPLATE_S_PER_EPISODE` per planned episode: a slow template fails once, not once per episode."""
-_RUN_TEMPLATE_S_PER_EPISODE: Final = 0.002
+_RUN_TEMPLATE_S_PER_EPISODE: Final = 0.0005
 _MAX_POWER_BITS: Final = 4096
 _MAX_WRAP_WORK: Final = 4 * 10**9  # characters textwrap copies: about the square of the text over the width
 _MAX_LIPSUM_WORDS: Final = 100_000
