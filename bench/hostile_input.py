@@ -329,6 +329,41 @@ CLASSES: dict[str, Callable[[random.Random, Workspace], Case]] = {
 }
 
 
+_ISSUE_TEMPLATES = {
+    "wordwrap(1) on a long string": "{{ ('a' * 900000)|wordwrap(1) }}",
+    "lipsum(999999)": "{{ lipsum(999999) }}",
+    "repeated integer squaring": (
+        "{% set ns = namespace(x=3) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}{{ 1 }}"
+    ),
+    "sum(start=[]) over large lists": "{{ (range(99999)|map('string')|map('list')|list)|sum(start=[]) }}",
+    "printing a 10^10-element list": "{% set a = range(99999)|list %}{% set b = [a] * 99999 %}{{ b }}",
+    "join building gigabytes": "{{ range(99999)|join('x' * 999999) }}",
+    "indent building gigabytes": "{{ ('a\\n' * 499999)|indent('x' * 999999) }}",
+    "slice on a large range": "{{ range(99999)|slice(999999)|list }}",
+    "sort on a large range": "{{ (range(99999)|list * 10)|sort }}",
+    "format_map IndexError": "{{ '{0.__class__}'.format_map({}) }}",
+}
+
+
+def issue_cases(ws: Workspace) -> dict[str, Case]:
+    """The inputs the issue reported, one each: every one must exit 2 in a few seconds."""
+    cases = {}
+    for label, text in (("form feed", "\x0c"), ("NUL", "\x00"), ("BEL", "\x07")):
+        cases[f"{label} in a scenario"] = Case(["validate", str(ws.write("c.yaml", ws.base + text))], label)
+    for tag in ("!!timestamp soon", "!!float abc", "!!bool maybe"):
+        cases[f"{tag} in a scenario"] = Case(["validate", str(ws.write("t.yaml", ws.base + f"u: {tag}\n"))], tag)
+    keys = "".join(f"unknown{i}: {i}\n" for i in range(20_000))
+    cases["20,000 unknown keys"] = Case(["validate", str(ws.write("k.yaml", ws.base + keys))], "keys")
+    numbers = "u: [" + ", ".join(["1"] * 2_800_000) + "]\n"
+    cases["8 MiB list of small numbers"] = Case(["validate", str(ws.write("n.yaml", ws.base + numbers))], "list")
+    scenario = str(ws.write("s.yaml", ws.base))
+    for label, source in _ISSUE_TEMPLATES.items():
+        value = yaml.safe_dump(source, default_style="'").strip()
+        args = ["run", "--dry-run", scenario, "--set", f"tutor.system_prompt={value}"]
+        cases[f"template: {label}"] = Case(args, source)
+    return cases
+
+
 def main() -> None:
     per_class = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     rng = random.Random(20261202)
@@ -355,6 +390,13 @@ def main() -> None:
             )
             for failure in tally.failures[:5]:
                 print(f"    {failure[:300]}")
+        print(f"\n{'the issue`s inputs':<45} {'exit':>4} {'wall s':>7} {'cpu s':>6}")
+        for label, case in issue_cases(ws).items():
+            cpu = time.process_time()
+            started = time.perf_counter()
+            code, _ = run_case(case, Tally())
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            print(f"{label:<45} {code if code is not None else '-':>4} {wall:>7.2f} {cpu:>6.2f}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory of the whole fuzz (this process, every case): {peak:.0f} MB")
 

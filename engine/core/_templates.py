@@ -260,6 +260,15 @@ def _check_wordwrap(text: Any, width: int = 79, break_long_words: bool = True, w
     _sized_len(length + length // width * len(str(wrapstring or "\n")))
 
 
+def _check_slice(value: Any, count: int, fill_with: Any = None) -> None:
+    _sized_len(2 * operator.index(count))  # `slice` builds every one of its `count` lists, empty or not
+
+
+def _check_batch(value: Any, count: int, fill_with: Any = None) -> None:
+    if fill_with is not None:
+        _sized_len(2 * operator.index(count))  # the last batch is padded to `count`
+
+
 def _check_indent(text: Any, width: Any = 4, *_: Any, **__: Any) -> None:
     text = str(text)
     step = len(width) if isinstance(width, str) else operator.index(width)
@@ -306,6 +315,8 @@ for _name in ("center", "truncate", "format"):
 _ENV.filters["replace"] = _checked_filter("replace", _check_replace)
 _ENV.filters["wordwrap"] = _checked_filter("wordwrap", _check_wordwrap)
 _ENV.filters["indent"] = _checked_filter("indent", _check_indent)
+_ENV.filters["slice"] = _checked_filter("slice", _check_slice)
+_ENV.filters["batch"] = _checked_filter("batch", _check_batch)
 _JOIN: Final = _ENV.filters["join"]
 _SUM: Final = _ENV.filters["sum"]
 _LIPSUM: Final[Callable[..., Any]] = _ENV.globals["lipsum"]  # type: ignore[assignment]

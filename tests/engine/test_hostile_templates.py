@@ -33,6 +33,7 @@ HOSTILE = {
     "join": ("{{ range(99999)|join('x' * 999999) }}", "longer than"),
     "indent": ("{{ ('a\n' * 499999)|indent('x' * 999999) }}", "longer than"),
     "slice": ("{{ range(99999)|slice(999999)|list }}", "longer than"),
+    "batch": ("{{ range(9)|batch(999999, 0)|list }}", "longer than"),
     "sort": ("{{ (range(99999)|list * 10)|sort }}", "longer than"),
     "format-map-index": ("{{ '{0.__class__}'.format_map({}) }}", "IndexError"),
     "format-map-attribute": ("{{ '{a.__class__}'.format_map({'a': 1}) }}", "unsafe"),
