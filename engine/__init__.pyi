@@ -14,7 +14,7 @@ from .core._errors import (
     UnknownPluginError,
 )
 from .core._format import format_pct, format_rate, nanmean, pct_or_none
-from .core._inputs import load_yaml_file, parse_yaml
+from .core._inputs import load_yaml_file, parse_yaml, read_input_bytes
 from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .core._registry import Registry, load_plugins
@@ -279,6 +279,7 @@ __all__ = [
     "preflight",
     "rank_biserial_rows",
     "rate",
+    "read_input_bytes",
     "rebuild_summary",
     "render",
     "run",

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import LABEL_SOURCES, Dimension, Example, Item, LabelMap, LabelSet, Reader, ScenarioError
+from engine import LABEL_SOURCES, Dimension, Example, Item, LabelMap, LabelSet, Reader, ScenarioError, read_input_bytes
 from personas.remath import INTENTIONS, STRATEGIES, bridge_items, to_item
 
 __all__ = (
@@ -128,9 +128,7 @@ class MRBenchOptions(BaseModel):
 
 def _read_json(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read labels ({exc.strerror or exc})") from None
+        return orjson.loads(read_input_bytes(path, "label file"))
     except orjson.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
 

@@ -41,6 +41,7 @@ from engine import (
     ScenarioError,
     VotedUnit,
     judge_agreement,
+    read_input_bytes,
 )
 
 __all__ = ("HumanLabel", "LabelFileOptions", "canonical_label", "read_label_file")
@@ -134,10 +135,7 @@ def read_label_file(path: Path, options: Mapping[str, Any], /) -> LabelSet:
         chosen = LabelFileOptions.model_validate(dict(options))
     except ValidationError as exc:
         raise ScenarioError(f"labels options: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read labels ({exc.strerror or exc})") from None
+    lines = read_input_bytes(path, "label file").splitlines()
     records: list[HumanLabel] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

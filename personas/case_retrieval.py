@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from engine import ScenarioError, content_words, lazy_module
+from engine import ScenarioError, content_words, lazy_module, read_input_bytes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,12 +80,11 @@ def _embeddings(ids: Sequence[str], texts: Sequence[str], vectors: Path | None) 
     if vectors is None:
         raise ScenarioError("embedding retrieval needs a vectors file")
     try:
-        data = orjson.loads(vectors.read_bytes())
-    except OSError as exc:
-        raise ScenarioError(
-            f"{vectors}: cannot read the case vectors ({exc.strerror}); write them with "
-            f"`simrun embed CASES --model SPEC -o {vectors.name}`"
-        ) from None
+        raw = read_input_bytes(vectors, "case vectors file")
+    except ScenarioError as exc:
+        raise ScenarioError(f"{exc}; write them with `simrun embed CASES --model SPEC -o {vectors.name}`") from None
+    try:
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise ScenarioError(f"{vectors}: the case vectors are not valid JSON") from None
     if not isinstance(data, dict):

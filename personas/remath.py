@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo, field_validator
 
-from engine import ITEM_SOURCES, Item, ScenarioError, load_yaml_file
+from engine import ITEM_SOURCES, Item, ScenarioError, load_yaml_file, read_input_bytes
 
 __all__ = (
     "BUILTIN_ITEMS",
@@ -304,8 +304,8 @@ def double_labelled(folder: Path) -> dict[str, list[dict[str, str]]]:
     for split in BRIDGE_SPLITS:
         path = folder / f"{split}.json"
         try:
-            records = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            records = orjson.loads(read_input_bytes(path, "Bridge file"))
+        except (ScenarioError, orjson.JSONDecodeError):
             continue
         if not isinstance(records, list):
             continue
@@ -395,9 +395,7 @@ class BridgeSource:
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = _options(options)
         try:
-            records = orjson.loads(path.read_bytes())
-        except OSError as exc:
-            raise ScenarioError(f"{path}: cannot read Bridge file ({exc.strerror or exc})") from None
+            records = orjson.loads(read_input_bytes(path, "Bridge file"))
         except orjson.JSONDecodeError as exc:
             raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
         try:

@@ -17,7 +17,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import ITEM_SOURCES, Item, ScenarioError
+from engine import ITEM_SOURCES, Item, ScenarioError, read_input_bytes
 
 __all__ = (
     "Dimension",
@@ -106,10 +106,7 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
     limit = options.get("limit")
     tax = taxonomy()
     items: list[Item] = []
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    lines = read_input_bytes(path, "SafeTutors file").splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import ScenarioError
+from engine import ScenarioError, read_input_bytes
 
 from .case_model import (
     CHALLENGE_TYPES,
@@ -119,7 +119,7 @@ class _PublicMCQ(_Loose):
 
 
 def _read_json(path: Path) -> Any:
-    raw = path.read_bytes()
+    raw = read_input_bytes(path, "TutorCaseBench file")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from engine.cli._verbosity import verbosity
+from engine.core._dirfiles import exists_in
 from engine.core._errors import ScenarioError
 from engine.core._format import fit_to_width
 from engine.core._inputs import load_yaml_file
@@ -39,6 +40,7 @@ _FLAGS = {
     "executor": None, "ray_address": None,
 }  # fmt: skip
 _SLO_FLAGS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+_OUTPUTS = ("summary.json", "requests.csv", "report.md", "report.html")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -131,7 +133,8 @@ def loadtest_command(config: Path | None, out: Path, **flags: Any) -> int:
         console.print("abandoned: the run folder holds what was written")
         return EXIT_INTERRUPTED
     console.print(fit_to_width(render_console(result.summary), console.width))
-    console.print(f"wrote {result.run_dir.path}: summary.json, requests.csv, report.md and report.html")
+    written = [name for name in _OUTPUTS if exists_in(result.run_dir.path, name)]
+    console.print(f"wrote {result.run_dir.path}: {', '.join(written) or 'no report (nothing was measured)'}")
     if result.summary["status"] == "interrupted":
         return EXIT_INTERRUPTED
     return 0 if result.valid else EXIT_INVALID

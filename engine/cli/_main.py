@@ -274,7 +274,9 @@ def run(
     _warn_sim_judge(console, runner)
     result = _run_with_progress(runner, console)
     _print_result(built, runner, result, console)
-    hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
+    hint = runner.redactor.text(
+        resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
+    )
     _print_next_step(result, hint, console)
     return result.exit_code
 

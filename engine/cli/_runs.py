@@ -12,7 +12,7 @@ from rich.text import Text
 
 from engine.core._errors import ScenarioError
 from engine.core._format import fit_to_width
-from engine.runtime._runs import DEFAULT_RUNS, find_runs, resolve_run
+from engine.runtime._runs import DEFAULT_RUNS, resolve_run, scan_runs
 
 __all__ = ("RUN_DIR", "runs_command")
 
@@ -39,8 +39,10 @@ RUN_DIR = _RunDirType()
 @click.argument("parent", required=False, default=DEFAULT_RUNS, type=click.Path(path_type=Path, file_okay=False))
 def runs_command(parent: Path) -> int:
     """List the runs in PARENT (default runs/), oldest first; `latest` names the last one."""
-    runs = find_runs(parent)
+    runs, damaged = scan_runs(parent)
     console = Console()
+    for path, reason in damaged:
+        console.print(Text(f"skipped {path.name}: {reason}", style="yellow"))
     if not runs:
         console.print(Text(f"no runs in {parent}/"))
         return 0

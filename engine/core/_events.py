@@ -7,19 +7,23 @@ an embedding tool configures as it likes; the command line configures it to echo
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import re
 import time
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 import structlog
 from rich.console import Console
 from rich.text import Text
 from structlog.typing import EventDict, WrappedLogger
+
+from engine.core._dirfiles import open_append_in
 
 __all__ = (
     "HOST_LOG",
@@ -33,6 +37,7 @@ __all__ = (
 )
 
 _REDACTED = "[redacted]"
+_BASE64 = (base64.b64encode, base64.urlsafe_b64encode)
 _MIN_SECRET = 6
 _SECRET_QUERY = re.compile(r"key|token|secret|sig|password|passwd|pwd|auth|credential|session", re.IGNORECASE)
 
@@ -41,11 +46,59 @@ def url_secrets(url: str) -> list[str]:
     """The secret parts of a URL: a userinfo password, and values of query parameters named like a credential."""
     try:
         parts = urlsplit(url)
-        found = [parts.password] if parts.password else []
+        found = [parts.password, unquote(parts.password)] if parts.password else []
         found += [value for name, value in parse_qsl(parts.query) if _SECRET_QUERY.search(name)]
     except ValueError:
         return []
     return [value for value in found if len(value) >= 4]
+
+
+def _basic_credentials(url: str) -> list[str]:
+    """`user:password` of a URL's userinfo, as an HTTP client sends it (base64 in `Authorization: Basic`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    if not parts.password:
+        return []
+    return [f"{unquote(parts.username or '')}:{unquote(parts.password)}", f"{parts.username or ''}:{parts.password}"]
+
+
+def _encoded(value: str) -> str:
+    """A pattern of `value` in any percent-encoding: each character itself or its UTF-8 bytes as `%hh` in
+    either case (a space also as `+`), so `%2f`, `%2F` and a needlessly encoded `%61` all match."""
+    parts = []
+    for char in value:
+        escaped = "".join(f"%{_hex(b >> 4)}{_hex(b & 15)}" for b in char.encode())
+        options = [re.escape(char), escaped] + (["\\+"] if char == " " else [])
+        parts.append(f"(?:{'|'.join(options)})")
+    return "".join(parts)
+
+
+def _base64_forms(raw: bytes) -> set[str]:
+    """The base64 text that encodes `raw` wherever it sits in a longer value (`user:key` in a Basic
+    `Authorization` header, whatever the user): for each of the three alignments, the characters that depend
+    on `raw` alone."""
+    found = set()
+    for encode in _BASE64:
+        for shift in range(3):
+            text = encode(b"\0" * shift + raw).decode()
+            middle = text[4 if shift else 0 : (shift + len(raw)) // 3 * 4]
+            if len(middle) >= 4:
+                found.add(middle)
+    return found
+
+
+def _hex(digit: int) -> str:
+    upper = f"{digit:X}"
+    return upper if upper.isdigit() else f"[{upper}{upper.lower()}]"
+
+
+def _forms(value: str) -> list[str]:
+    """Regular expressions for `value` as it may be written anywhere: raw, percent-encoded in any case, and
+    JSON-escaped (a key with a quote, a backslash, a control or non-ASCII character is stored escaped)."""
+    escaped = {orjson.dumps(value).decode()[1:-1], json.dumps(value)[1:-1]} - {value}
+    return [_encoded(value), *map(re.escape, escaped)]
 
 
 def redact_url(url: str) -> str:
@@ -57,17 +110,22 @@ class Redactor:
     """Replaces secrets (API keys, credentials inside a base URL) in everything a run writes or prints.
 
     A key may come back in an endpoint's reply, in an error message or inside a URL, and a URL carries it
-    percent-encoded, so each secret is searched in its exact and its URL-encoded forms.
+    percent-encoded (in either case), in JSON escaped, and as HTTP basic credentials in base64, so each secret
+    is searched in every one of those forms.
     """
 
     def __init__(self, secrets: Iterable[str] = (), urls: Iterable[str | None] = ()) -> None:
         values = {secret for secret in secrets if len(secret) >= _MIN_SECRET}
+        basics: set[str] = set()
         for url in urls:
             if url:
                 values.update(url_secrets(url))
-        forms = {form for value in values for form in (value, quote(value, safe=""), quote_plus(value), quote(value))}
+                basics.update(_basic_credentials(url))
+        forms = {form for value in values for form in _forms(value)}
+        forms.update(re.escape(form) for value in values | basics for form in _base64_forms(value.encode()))
+        forms.update(re.escape(encode(basic.encode()).decode()) for basic in basics for encode in _BASE64)
         ordered = sorted(forms, key=len, reverse=True)  # the longest form first: no half-redacted leftovers
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._pattern = re.compile("|".join(ordered)) if ordered else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -184,7 +242,7 @@ class RunEvents:
     def __init__(self, path: Path, *, secrets: Sequence[str] | Redactor = (), gate: WarningGate | None = None) -> None:
         self._redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
         self._gate = gate or WarningGate()
-        self._file: BinaryIO = path.open("ab")
+        self._file: BinaryIO = open_append_in(path.parent, path.name)
         self._own = structlog.wrap_logger(
             structlog.BytesLogger(self._file),
             processors=[

@@ -9,9 +9,11 @@ and a render stops after `MAX_RENDER_S`. Jinja's own sandbox bounds `range` alon
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
+import itertools
 import operator
 import re
 import time
@@ -20,11 +22,20 @@ from functools import lru_cache
 from typing import Any, Final
 
 import jinja2
-from jinja2 import meta, nodes
+from jinja2 import meta, nodes, pass_environment, pass_eval_context
 from jinja2.exceptions import SecurityError
+from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ("MAX_RENDER_S", "MAX_TEMPLATE_CHARS", "MAX_TEMPLATE_STEPS", "check_template", "render")
+__all__ = (
+    "MAX_RENDER_S",
+    "MAX_RUN_TEMPLATE_S",
+    "MAX_TEMPLATE_CHARS",
+    "MAX_TEMPLATE_STEPS",
+    "TemplateBudget",
+    "check_template",
+    "render",
+)
 
 MAX_TEMPLATE_CHARS: Final = 1_000_000
 """Longest string (or list) a template may build, and longest output."""
@@ -32,21 +43,63 @@ MAX_TEMPLATE_STEPS: Final = 200_000
 """Loop iterations plus calls in one render."""
 MAX_RENDER_S: Final = 2.0
 """Wall-clock limit of one render."""
+MAX_RUN_TEMPLATE_S: Final = 1.0
+"""CPU seconds every render of one run may spend together (pre-run check and run), plus
+`_RUN_TEMPLATE_S_PER_EPISODE` per planned episode: a slow template fails once, not once per episode."""
+_RUN_TEMPLATE_S_PER_EPISODE: Final = 0.0005
 _MAX_POWER_BITS: Final = 4096
+_MAX_WRAP_WORK: Final = 4 * 10**9  # characters textwrap copies: about the square of the text over the width
+_MAX_LIPSUM_WORDS: Final = 100_000
 _BIG_WIDTH = re.compile(r"\d{7,}")  # a format width or precision of a million or more
+
+
+class TemplateBudget:
+    """The CPU time all renders of one run may spend, shared by the pre-run check and the run itself.
+
+    Without it a template that renders in just under the per-render limit costs that much for every episode:
+    the pre-run check alone would take minutes. `active()` makes it the budget of every render in the block
+    (tasks and worker threads started inside inherit it).
+    """
+
+    def __init__(self, episodes: int = 0) -> None:
+        self.limit_s = MAX_RUN_TEMPLATE_S + _RUN_TEMPLATE_S_PER_EPISODE * episodes
+        self.used_s = 0.0
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[TemplateBudget]:
+        token = _RUN_BUDGET.set(self)
+        try:
+            yield self
+        finally:
+            _RUN_BUDGET.reset(token)
+
+
+_RUN_BUDGET: contextvars.ContextVar[TemplateBudget | None] = contextvars.ContextVar("run_template_budget", default=None)
 
 
 class _Budget:
     def __init__(self) -> None:
         self.steps = 0
         self.deadline = time.monotonic() + MAX_RENDER_S
+        self.run = _RUN_BUDGET.get()
+        self.started = time.thread_time()
 
     def tick(self) -> None:
         self.steps += 1
         if self.steps > MAX_TEMPLATE_STEPS:
             raise SecurityError(f"the template takes more than {MAX_TEMPLATE_STEPS:,} loop steps and calls")
-        if self.steps % 256 == 0 and time.monotonic() > self.deadline:
-            raise SecurityError(f"the template takes longer than {MAX_RENDER_S:g} s to render")
+        if self.steps % 256 == 0:
+            if time.monotonic() > self.deadline:
+                raise SecurityError(f"the template takes longer than {MAX_RENDER_S:g} s to render")
+            self.check_run()
+
+    def check_run(self) -> None:
+        if self.run is not None and self.run.used_s + time.thread_time() - self.started > self.run.limit_s:
+            raise SecurityError(f"the templates of this run take more than {self.run.limit_s:g} s of CPU together")
+
+    def settle(self) -> None:
+        if self.run is not None:
+            self.run.used_s += time.thread_time() - self.started
 
 
 _BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("template_budget", default=None)
@@ -59,9 +112,39 @@ def _tick() -> None:
 
 
 def _sized(value: Any) -> Any:
-    if isinstance(value, str | list | tuple | bytes) and len(value) > MAX_TEMPLATE_CHARS:
-        raise SecurityError(f"the template builds a value longer than {MAX_TEMPLATE_CHARS:,}")
+    if isinstance(value, str | bytes):
+        _sized_len(len(value))
+    elif isinstance(value, list | tuple | dict | set | frozenset):
+        _sized_len(_printed_len(value))
+    elif isinstance(value, int) and value.bit_length() > _MAX_POWER_BITS:
+        raise SecurityError(f"the template builds an integer of more than {_MAX_POWER_BITS} bits")
     return value
+
+
+def _printed_len(value: Any) -> int:
+    """About how long `value` is once printed, counting shared elements as often as they print (a list of
+    100,000 references to one 100,000-element list prints 10^10 numbers); stops past the limit."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str | bytes):
+            total += len(item) + 2
+        elif isinstance(item, list | tuple | set | frozenset):
+            total += 2 + 2 * len(item)
+            if total <= MAX_TEMPLATE_CHARS:
+                stack.extend(item)
+        elif isinstance(item, dict):
+            total += 2 + 4 * len(item)
+            if total <= MAX_TEMPLATE_CHARS:
+                stack.extend(item.keys())
+                stack.extend(item.values())
+        elif isinstance(item, int):
+            total += item.bit_length() // 3 + 2
+        else:
+            total += 24
+        if total > MAX_TEMPLATE_CHARS:
+            return total
+    return total
 
 
 def _check_args(args: Iterable[Any]) -> None:
@@ -101,6 +184,11 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
             for seq, times in ((left, right), (right, left)):
                 if isinstance(seq, str | list | tuple) and isinstance(times, int):
                     _sized_len(len(seq) * max(times, 0))
+                    if isinstance(seq, list | tuple):
+                        _sized_len(_printed_len(seq) * max(times, 0))
+            bits = left.bit_length() + right.bit_length() if isinstance(left, int) and isinstance(right, int) else 0
+            if bits > _MAX_POWER_BITS:
+                raise SecurityError(f"the template computes a product of more than {_MAX_POWER_BITS} bits")
         elif operator_name == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
             if right * abs(left).bit_length() > _MAX_POWER_BITS:
                 raise SecurityError(f"the template computes a power of more than {_MAX_POWER_BITS} bits")
@@ -123,7 +211,8 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
         tree = super()._parse(source, name, filename)
         for loop in tree.find_all(nodes.For):
             loop.iter = nodes.Filter(loop.iter, "_bounded_iter", [], [], None, None, lineno=loop.lineno)
-        for node in [*tree.find_all(nodes.Filter), *tree.find_all(nodes.Concat)]:
+        literals = [n for n in tree.find_all((nodes.List, nodes.Dict, nodes.Tuple)) if getattr(n, "ctx", "") != "store"]
+        for node in [*tree.find_all(nodes.Filter), *tree.find_all(nodes.Concat), *literals]:
             if not (isinstance(node, nodes.Filter) and (node.name == "_bounded_iter" or node.node is None)):
                 _wrap_sized(tree, node)
         return tree
@@ -164,12 +253,76 @@ def _check_replace(text: Any, old: Any, new: Any, count: int | None = None) -> N
     _replace_size(str(text), str(old), str(new), -1 if count is None else operator.index(count))
 
 
+def _check_wordwrap(text: Any, width: int = 79, break_long_words: bool = True, wrapstring: Any = None, *_: Any) -> None:
+    length, width = len(str(text)), max(operator.index(width), 1)
+    if length > 10_000 and length * length // width > _MAX_WRAP_WORK:
+        raise SecurityError(f"the template wraps {length:,} characters at width {width}: too slow")
+    _sized_len(length + length // width * len(str(wrapstring or "\n")))
+
+
+def _check_slice(value: Any, count: int, fill_with: Any = None) -> None:
+    _sized_len(2 * operator.index(count))  # `slice` builds every one of its `count` lists, empty or not
+
+
+def _check_batch(value: Any, count: int, fill_with: Any = None) -> None:
+    if fill_with is not None:
+        _sized_len(2 * operator.index(count))  # the last batch is padded to `count`
+
+
+def _check_indent(text: Any, width: Any = 4, *_: Any, **__: Any) -> None:
+    text = str(text)
+    step = len(width) if isinstance(width, str) else operator.index(width)
+    _sized_len(len(text) + (text.count("\n") + 1) * max(step, 0))
+
+
+def _bounded_join(eval_ctx: Any, value: Any, d: Any = "", attribute: Any = None) -> Any:
+    """`join`, its result's length checked before it is built."""
+    _tick()
+    items = _sized(list(value))
+    if isinstance(d, str):
+        _sized_len(len(d) * max(len(items) - 1, 0) + _printed_len(items))
+    return _JOIN(eval_ctx, items, d, attribute)
+
+
+def _bounded_sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+    """`sum`; of lists or tuples (`start=[]`) in one pass of known size, not one copy per element."""
+    _tick()
+    values = _sized(list(iterable))
+    if not isinstance(start, list | tuple):
+        return _SUM(environment, values, attribute, start)
+    if attribute is not None:
+        values = list(map(make_attrgetter(environment, attribute), values))
+    if not all(isinstance(value, type(start)) for value in values):
+        raise TypeError(f"sum(start={type(start).__name__}) of values of other types")
+    _sized_len(len(start) + sum(len(value) for value in values))
+    _sized_len(_printed_len(start) + sum(_printed_len(value) for value in values))
+    return type(start)(itertools.chain(start, *values))
+
+
+def _bounded_lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> Any:
+    _tick()
+    if operator.index(n) * operator.index(max) > _MAX_LIPSUM_WORDS:
+        raise SecurityError(f"lipsum of more than {_MAX_LIPSUM_WORDS:,} words")
+    lipsum: Callable[..., Any] = _LIPSUM
+    return lipsum(n, html, min, max)
+
+
 _ENV = _BoundedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
 _ENV.filters["_bounded_iter"] = _bounded_iter
 _ENV.filters["_sized"] = _sized
-for _name in ("center", "indent", "wordwrap", "truncate", "format", "join"):
+for _name in ("center", "truncate", "format"):
     _ENV.filters[_name] = _checked_filter(_name)
 _ENV.filters["replace"] = _checked_filter("replace", _check_replace)
+_ENV.filters["wordwrap"] = _checked_filter("wordwrap", _check_wordwrap)
+_ENV.filters["indent"] = _checked_filter("indent", _check_indent)
+_ENV.filters["slice"] = _checked_filter("slice", _check_slice)
+_ENV.filters["batch"] = _checked_filter("batch", _check_batch)
+_JOIN: Final = _ENV.filters["join"]
+_SUM: Final = _ENV.filters["sum"]
+_LIPSUM: Final[Callable[..., Any]] = _ENV.globals["lipsum"]  # type: ignore[assignment]
+_ENV.filters["join"] = functools.update_wrapper(pass_eval_context(_bounded_join), _JOIN)
+_ENV.filters["sum"] = functools.update_wrapper(pass_environment(_bounded_sum), _SUM)
+_ENV.globals["lipsum"] = _bounded_lipsum
 
 
 @lru_cache(maxsize=256)
@@ -204,8 +357,10 @@ def check_template(source: str, allowed: Iterable[str] | None = None) -> str:
 
 def render(source: str, variables: Mapping[str, Any]) -> str:
     """Render in the sandbox, within the limits; a missing variable is an error rather than an empty string."""
-    token = _BUDGET.set(_Budget())
+    budget = _Budget()
+    token = _BUDGET.set(budget)
     try:
+        budget.check_run()
         parts: list[str] = []
         length = 0
         for chunk in _compile(source).generate(**variables):
@@ -223,5 +378,8 @@ def render(source: str, variables: Mapping[str, Any]) -> str:
         raise ValueError("template failed: it recurses too deeply") from None
     except MemoryError:
         raise ValueError("template failed: it needs too much memory") from None
+    except Exception as exc:  # any other failure of the user's template (IndexError from format_map, ...)
+        raise ValueError(f"template failed: {type(exc).__name__}: {exc}") from None
     finally:
+        budget.settle()
         _BUDGET.reset(token)

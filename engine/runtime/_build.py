@@ -9,10 +9,11 @@ what takes a built scenario (e.g. `Runner`) does no file I/O until it runs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core._errors import ScenarioError
+from engine.core._templates import TemplateBudget
 from engine.runtime._checks import Plugins, check_scenario, load_checked
 from engine.runtime._plugins import Agent, CallEstimate, DialogueProtocol, Judge, Summarizer
 from engine.scenario._plan import Design, Episode, load_items, plan_designed
@@ -35,6 +36,8 @@ class BuiltScenario:
     """`Scenario.content_hash`, what records and a resume are checked against."""
     tutor: Agent | None = None
     """A tutor given in code instead of the scenario's (embedding, tests), shared by every episode."""
+    templates: TemplateBudget = field(default_factory=TemplateBudget, compare=False)
+    """The CPU time all template renders of this run share, the pre-run check included."""
 
     @property
     def protocol(self) -> DialogueProtocol:
@@ -92,6 +95,7 @@ def build(scenario: Scenario, *, plugins: Plugins | None = None, tutor: Agent | 
         models=tuple(scenario.models.by_role()),
         scenario_hash=scenario.content_hash(),
         tutor=tutor,
+        templates=TemplateBudget(len(episodes)),
     )
     preflight(built)
     return built
@@ -116,8 +120,9 @@ def preflight(built: BuiltScenario) -> None:
         check = getattr(agent, "preflight", None)
         if check is None:
             continue
-        for episode in built.episodes:
-            try:
-                check(episode)
-            except ValueError as exc:
-                raise ScenarioError(f"{role}: {exc} (in episode {episode.id!r})") from None
+        with built.templates.active():
+            for episode in built.episodes:
+                try:
+                    check(episode)
+                except ValueError as exc:
+                    raise ScenarioError(f"{role}: {exc} (in episode {episode.id!r})") from None

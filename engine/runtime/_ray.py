@@ -63,8 +63,21 @@ def connect(address: str | None) -> bool:
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning")
     except (ConnectionError, ValueError, RuntimeError) as exc:
+        _shut_down(ray)
         raise ScenarioError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+    except Exception as exc:  # Ray raises bare exceptions too (a node that times out while starting)
+        _shut_down(ray)
+        where = f"the Ray cluster at {address!r}" if address else "a local Ray cluster"
+        raise ScenarioError(f"cannot start {where}: {type(exc).__name__}: {exc}") from None
     return True
+
+
+def _shut_down(ray: ModuleType) -> None:
+    """Stop what a failed `ray.init` may have started, so no Ray process outlives the message."""
+    try:
+        ray.shutdown()
+    except Exception as exc:  # the message about the first failure matters more
+        structlog.get_logger("simrun").warning("ray.shutdown_failed", error=str(exc))
 
 
 class _EventBuffer:

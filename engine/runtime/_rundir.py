@@ -8,7 +8,9 @@ in plan order, refusing records another scenario wrote and setting aside ids out
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import os
 import socket
 import weakref
@@ -22,6 +24,7 @@ import anyio
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.core._dirfiles import exists_in, open_append_in, open_in, read_in, read_lines_in, write_in
 from engine.core._errors import ScenarioError
 from engine.core._records import EpisodeRecord
 from engine.scenario._spec import Scenario, measured
@@ -31,7 +34,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no advisory locks, a second writer is not detected
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ("CurrentRecords", "RunDir", "plan_hash", "utc_now")
+__all__ = ("CurrentRecords", "RunDir", "plan_hash", "stored_hash", "utc_now")
 
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
@@ -75,6 +78,7 @@ class _Manifest(BaseModel):
     status: str | None = None
     scenario: dict[str, Any] | None = None
     scenario_hash: str | None = None
+    stored_scenario_hash: str | None = None
     plan_hash: str | None = None
     seed: int | None = None
     started_at: str | None = None
@@ -176,11 +180,9 @@ class RunDir:
         """The manifest as data, its known fields type-checked (`ScenarioError` when damaged)."""
         path = self.path / MANIFEST
         try:
-            data = orjson.loads(path.read_bytes())
+            data = orjson.loads(read_in(self.path, MANIFEST))
         except FileNotFoundError:
             raise ScenarioError(f"{self.path}: not a run directory (no {MANIFEST})") from None
-        except OSError as exc:
-            raise ScenarioError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
         except orjson.JSONDecodeError:
             raise ScenarioError(f"{path}: unreadable manifest") from None
         if not isinstance(data, dict):
@@ -191,25 +193,24 @@ class RunDir:
             problem = exc.errors()[0]
             where = ".".join(map(str, problem["loc"]))
             raise ScenarioError(f"{path}: damaged manifest: {where}: {problem['msg']}") from None
+        _check_stored_scenario(path, data)
         return data
 
     def write_plan(self, ids: Sequence[str]) -> str:
         """Write plan.json once (atomically); returns the plan's hash, which the manifest keeps."""
-        tmp = self.path / f".{PLAN}.tmp"
-        tmp.write_bytes(orjson.dumps({"ids": list(ids)}))
-        os.replace(tmp, self.path / PLAN)
+        write_in(self.path, PLAN, orjson.dumps({"ids": list(ids)}))
         return plan_hash(ids)
 
     def read_plan(self, manifest: dict[str, Any] | None = None) -> list[str] | None:
         """The planned ids, checked against the manifest; None for a run written before plans were kept."""
         manifest = manifest if manifest is not None else self.read_manifest()
         path = self.path / PLAN
-        if not path.exists():
+        if not exists_in(self.path, PLAN):
             if manifest.get("plan_hash"):
                 raise ScenarioError(f"{self.path}: {PLAN} is missing (the manifest names a plan)")
             return None
         try:
-            data = orjson.loads(path.read_bytes())
+            data = orjson.loads(read_in(self.path, PLAN))
             ids = data["ids"]
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
                 raise TypeError
@@ -256,9 +257,7 @@ class RunDir:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Atomic replace: a crash leaves the old manifest or the new one, never half of one."""
-        tmp = self.path / f".{MANIFEST}.tmp"
-        tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-        os.replace(tmp, self.path / MANIFEST)
+        write_in(self.path, MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
 
     def acquire(self, command: str) -> None:
         """Hold the directory's exclusive lock until `release` (or the process ends, however it ends).
@@ -268,14 +267,14 @@ class RunDir:
         if self._held is not None or fcntl is None:
             return
         try:
-            handle = (self.path / LOCK).open("a+b")
+            handle = os.fdopen(open_in(self.path, LOCK, os.O_RDWR | os.O_CREAT, single_link=True), "r+b")
         except OSError as exc:
             raise ScenarioError(f"cannot write to the run directory {self.path}: {exc.strerror or exc}") from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.seek(0)
-            holder = handle.read().decode("utf-8", "replace").strip() or "another process"
+            holder = handle.read(512).decode("utf-8", "replace").strip() or "another process"
             handle.close()
             raise ScenarioError(
                 f"{self.path} is in use by {holder}: one process at a time may write a run directory; "
@@ -295,17 +294,23 @@ class RunDir:
 
     def repair(self) -> int:
         """Cut a torn (unterminated) last line; returns the bytes removed."""
-        path = self.episodes_path
-        if not path.exists():
+        try:
+            fd = open_in(self.path, EPISODES, os.O_RDWR, single_link=True)
+        except FileNotFoundError:
             return 0
-        if not path.is_file():
-            raise ScenarioError(f"{path} is not a file: this run directory is damaged")
-        data = path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep < len(data):
-            with path.open("r+b") as handle:
-                handle.truncate(keep)
-        return len(data) - keep
+        with os.fdopen(fd, "r+b") as handle:
+            size = end = os.fstat(fd).st_size
+            while end > 0:  # from the end backwards: the file may be far larger than memory
+                start = max(0, end - 65536)
+                handle.seek(start)
+                found = handle.read(end - start).rfind(b"\n")
+                if found >= 0:
+                    end = start + found + 1
+                    break
+                end = start
+            if end < size:
+                handle.truncate(end)
+        return size - end
 
     def iter_records(self) -> Iterator[EpisodeRecord]:
         """Every record in file order, superseded ones included (readers want `current_records`)."""
@@ -314,14 +319,15 @@ class RunDir:
 
     def iter_numbered(self) -> Iterator[tuple[int, EpisodeRecord]]:
         path = self.episodes_path
-        if not path.exists():
-            return
         try:
-            handle = path.open("rb")
-        except OSError as exc:
-            raise ScenarioError(f"{path}: cannot read the records ({exc.strerror or exc})") from None
-        with handle:
-            for number, line in enumerate(handle, 1):
+            lines = read_lines_in(self.path, EPISODES)
+            first = next(lines, None)
+        except FileNotFoundError:
+            return
+        if first is None:
+            return
+        with contextlib.closing(lines):
+            for number, line in enumerate(itertools.chain([first], lines), 1):
                 if not line.endswith(b"\n"):
                     break  # torn by a crash; `repair` removes it before a resume
                 try:
@@ -345,7 +351,7 @@ class RunDir:
 
     def _write(self, line: bytes) -> None:
         if self._episodes is None:
-            self._episodes = self.episodes_path.open("ab")
+            self._episodes = open_append_in(self.path, EPISODES)
         self._episodes.write(line)
         self._episodes.flush()
 
@@ -355,10 +361,29 @@ class RunDir:
             self._episodes = None
 
     def write_text(self, name: str, text: str) -> None:
-        (self.path / name).write_text(text, encoding="utf-8")
+        write_in(self.path, name, text.encode("utf-8"))
 
     def write_json(self, name: str, data: Any) -> None:
-        (self.path / name).write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        write_in(self.path, name, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+
+
+def _check_stored_scenario(path: Path, manifest: dict[str, Any]) -> None:
+    """The stored scenario must be the one its hash names: a swapped scenario would be reported (or resumed)
+    under another's identity. A scenario stored with a secret redacted is checked by `stored_scenario_hash`."""
+    scenario, wanted = manifest.get("scenario"), manifest.get("scenario_hash")
+    if scenario is None or wanted is None:
+        return
+    try:
+        found = stored_hash(scenario)
+    except (TypeError, ValueError, AttributeError, orjson.JSONEncodeError):
+        found = None
+    if found not in (wanted, manifest.get("stored_scenario_hash")):
+        raise ScenarioError(f"{path}: damaged manifest: the stored scenario does not match scenario_hash")
+
+
+def stored_hash(scenario: dict[str, Any]) -> str:
+    """`Scenario.content_hash` of a scenario as stored in a manifest (plain data)."""
+    return hashlib.sha256(orjson.dumps(measured(scenario), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def _changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:

@@ -33,7 +33,7 @@ from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
 from engine.runtime._players import played_by
 from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
-from engine.runtime._rundir import RunDir, utc_now
+from engine.runtime._rundir import RunDir, stored_hash, utc_now
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec, Scenario, key_variables
@@ -253,7 +253,8 @@ class Runner:
         events = self._events = RunEvents(self.run_dir.events_path, secrets=self.redactor)
         discard = False
         try:
-            return await self._run(handle_signals)
+            with self.built.templates.active():
+                return await self._run(handle_signals)
         except ProbeFailed:
             discard = self._fresh  # nothing ran: leave no empty run directory behind
             raise
@@ -508,12 +509,14 @@ class Runner:
     def _write_manifest(self, status: str) -> None:
         scenario = self.scenario
         providers = sorted({spec.provider for _, spec in self.built.models})
+        stored = self.redactor.data(scenario.resolved())
         self.run_dir.write_manifest(
             {
                 "simrun_version": _versions().get("simrun", "unknown"),
                 "record_version": RECORD_VERSION,
-                "scenario": self.redactor.data(scenario.resolved()),
+                "scenario": stored,
                 "scenario_hash": self.built.scenario_hash,
+                "stored_scenario_hash": stored_hash(stored),
                 "plan_hash": self._plan_hash,
                 "kind": scenario.kind,
                 "seed": scenario.seed,

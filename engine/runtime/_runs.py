@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
+from pydantic import ValidationError
 
+from engine.core._dirfiles import exists_in
 from engine.core._errors import ScenarioError
 from engine.runtime._modes import mode_of
-from engine.runtime._rundir import MANIFEST
+from engine.runtime._rundir import MANIFEST, RunDir
 from engine.scenario._budget import Price, price_of
 
-__all__ = ("DEFAULT_RUNS", "RunInfo", "find_runs", "resolve_run")
+__all__ = ("DEFAULT_RUNS", "RunInfo", "find_runs", "resolve_run", "scan_runs")
 
 DEFAULT_RUNS = Path("runs")
 _LATEST = re.compile(r"^latest(?:~(\d+))?$")
@@ -76,18 +77,34 @@ def _tokens(count: int) -> str:
 
 
 def find_runs(parent: Path = DEFAULT_RUNS) -> list[RunInfo]:
-    """Every run directory directly under `parent`, oldest first (by start time, then name)."""
+    """Every readable run directory directly under `parent`, oldest first (by start time, then name)."""
+    return scan_runs(parent)[0]
+
+
+def scan_runs(parent: Path = DEFAULT_RUNS) -> tuple[list[RunInfo], list[tuple[Path, str]]]:
+    """The run directories under `parent` (as `find_runs`), and the damaged ones set aside with the reason.
+
+    Every manifest is read through `RunDir.read_manifest` (no link followed, no FIFO opened, every field
+    type-checked) and every column `simrun runs` shows is computed here, so one damaged entry cannot stop
+    the listing.
+    """
     if not parent.is_dir():
-        return []
-    found = []
-    for path in parent.iterdir():
+        return [], []
+    found: list[RunInfo] = []
+    damaged: list[tuple[Path, str]] = []
+    for path in sorted(parent.iterdir()):
+        if not exists_in(path, MANIFEST):
+            continue  # not a run directory (a comparison, a stray folder or file)
         try:
-            manifest = orjson.loads((path / MANIFEST).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue  # not a run directory (a comparison, a stray folder) or one being created
-        if isinstance(manifest, dict):
-            found.append(RunInfo(path, manifest))
-    return sorted(found, key=lambda run: (run.started, run.path.name))
+            run = RunInfo(path, RunDir(path).read_manifest())
+            _ = (run.started, run.kind, run.scenario, run.outcome, run.spend)
+        except ScenarioError as exc:
+            damaged.append((path, str(exc)))
+        except (ValidationError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            damaged.append((path, f"{path / MANIFEST}: damaged manifest ({type(exc).__name__})"))
+        else:
+            found.append(run)
+    return sorted(found, key=lambda run: (run.started, run.path.name)), damaged
 
 
 def resolve_run(value: str | Path, parent: Path = DEFAULT_RUNS) -> Path:

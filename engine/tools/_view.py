@@ -8,6 +8,7 @@ requests addressed to 127.0.0.1 or localhost at its port: a page elsewhere that 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Iterator
@@ -20,19 +21,21 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import orjson
+from pydantic import ValidationError
 
+from engine.core._dirfiles import exists_in, read_in, read_lines_in
 from engine.core._errors import ScenarioError
 from engine.core._records import EpisodeRecord
 from engine.report._page import render_episode_page
 from engine.report._rebuild import REPORT_HTML, write_report
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS
-from engine.runtime._rundir import SUMMARY, RunDir
+from engine.runtime._rundir import EPISODES, SUMMARY, RunDir
 from engine.tools._http11 import Connection, HttpError, LoopbackListener, Request, encode_head, linger_close
 
 __all__ = ("ReportServer", "serve_report")
 
-_EPISODE = re.compile(r"^/episodes/(\d+)\.html$")
+_EPISODE = re.compile(r"^/episodes/(\d{1,12})\.html$")  # longer numbers name no line
 _TEXT = "text/plain; charset=utf-8"
 _HTML = "text/html; charset=utf-8"
 
@@ -47,13 +50,13 @@ class ReportServer(LoopbackListener):
         self.run = RunDir(run_dir)
         self.manifest = self.run.read_manifest()
         mode = mode_of(self.manifest)  # a run mode's run: one page, no episodes
-        if not (run_dir / REPORT_HTML).exists() or not (run_dir / SUMMARY).exists():
+        if not exists_in(run_dir, REPORT_HTML) or not exists_in(run_dir, SUMMARY):
             if mode is not None:
                 mode.rebuild(self.run)
             else:
                 write_report(self.run)
         try:
-            self.summary: dict[str, Any] = orjson.loads((run_dir / SUMMARY).read_bytes())
+            self.summary: dict[str, Any] = orjson.loads(read_in(run_dir, SUMMARY))
         except (OSError, orjson.JSONDecodeError) as exc:
             raise ScenarioError(
                 f"{run_dir / SUMMARY}: unreadable ({exc}); `simrun report {run_dir}` rebuilds it"
@@ -91,10 +94,14 @@ class ReportServer(LoopbackListener):
             return HTTPStatus.NOT_IMPLEMENTED, b"unsupported method\n", _TEXT
         if request.headers.get("host", "").lower() not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
             return HTTPStatus.MISDIRECTED_REQUEST, b"this server answers only http://127.0.0.1:PORT/\n", _TEXT
-        if request.path in ("/", "/report.html"):
-            return HTTPStatus.OK, await anyio.to_thread.run_sync((self.run.path / REPORT_HTML).read_bytes), _HTML
-        match = _EPISODE.match(request.path)
-        page = await anyio.to_thread.run_sync(self.episode_page, int(match.group(1))) if match else None
+        try:
+            if request.path in ("/", "/report.html"):
+                return HTTPStatus.OK, await anyio.to_thread.run_sync(read_in, self.run.path, REPORT_HTML), _HTML
+            match = _EPISODE.match(request.path)
+            page = await anyio.to_thread.run_sync(self.episode_page, int(match.group(1))) if match else None
+        except (ScenarioError, OSError, ValidationError) as exc:  # the directory changed while it is served
+            problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            return HTTPStatus.INTERNAL_SERVER_ERROR, f"the run directory is damaged: {problem}\n".encode(), _TEXT
         if page is None:
             return HTTPStatus.NOT_FOUND, b"not found\n", _TEXT
         return HTTPStatus.OK, page.encode("utf-8"), _HTML
@@ -109,8 +116,8 @@ class ReportServer(LoopbackListener):
     def _record(self, line: int) -> EpisodeRecord | None:
         if line not in self._lines:
             return None
-        with self._lock, self.run.episodes_path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
+        with self._lock, contextlib.closing(read_lines_in(self.run.path, EPISODES)) as lines:
+            for number, raw in enumerate(lines, 1):
                 if number == line:
                     return EpisodeRecord.model_validate_json(raw) if raw.endswith(b"\n") else None
         return None

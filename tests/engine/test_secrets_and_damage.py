@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,8 +32,16 @@ PASSWORD = "pw-in-the-url-4242"
 QUERY_SECRET = "qs-token-7777"
 
 
+def _lower_hex(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda match: match.group().lower(), text)
+
+
 def _forms(secret: str) -> set[str]:
-    return {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
+    """Every encoding a secret must not reach a file or a stream in: raw, percent-encoded (either case),
+    JSON-escaped, and base64 of `user:secret` (HTTP basic credentials)."""
+    encoded = {quote(secret, safe=""), quote_plus(secret), quote(secret)}
+    basic = {base64.b64encode(f"{user}:{secret}".encode()).decode() for user in ("user", "anyone")}
+    return {secret, *encoded, *map(_lower_hex, encoded), json.dumps(secret)[1:-1], *basic}
 
 
 def _scan(paths: list[Path], secrets: list[str]) -> list[str]:
@@ -50,11 +61,15 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     base URLs. Neither the run directory, the cache, nor the console holds any of them afterwards."""
     monkeypatch.setenv("SIMRUN_PLANT_KEY", KEY)
     monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.0)
-    echo = f"exact {KEY} encoded {quote(KEY, safe='')} plus {quote_plus(KEY)} password {PASSWORD} {QUERY_SECRET}"
+    echo = (
+        f"exact {KEY} encoded {quote(KEY, safe='')} plus {quote_plus(KEY)} password {PASSWORD} {QUERY_SECRET} "
+        f"lower {_lower_hex(quote(KEY, safe=''))} basic {base64.b64encode(f'anyone:{KEY}'.encode()).decode()} "
+        f"url-basic {base64.b64encode(f'user:{PASSWORD}'.encode()).decode()} json {json.dumps(KEY)}"
+    )
 
     def script(body: dict[str, Any]) -> Reply:
         if "judge" in str(body.get("model")):
-            return Reply(status=400, error_code=f"bad request {KEY} {PASSWORD}")
+            return Reply(status=400, error_code=f"bad request {KEY} {PASSWORD} {_lower_hex(quote(KEY, safe=''))}")
         return Reply(content=orjson.dumps({"message": echo, "rationale": echo}).decode())  # the attacker wants JSON
 
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(FakeOpenAI(script)) as fake:
@@ -74,7 +89,10 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
         path = tmp_path / "s.yaml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         cache = tmp_path / "cache.sqlite3"
-        code = main([str(path), "--out", str(tmp_path / "runs"), "--cache-path", str(cache), "--no-probe"])
+        tutor_url = f"models.tutor.base_url={base}"  # the resume hint repeats every --set
+        code = main(
+            [str(path), "--out", str(tmp_path / "runs"), "--cache-path", str(cache), "--no-probe", "--set", tutor_url]
+        )
         # with the probe: the query in judge-b's URL breaks its path, so the probe refuses it (the message too
         # must be redacted)
         again = main([str(path), "--out", str(tmp_path / "runs"), "--cache-path", str(cache)])
@@ -87,7 +105,8 @@ def test_a_key_planted_through_every_path_is_found_nowhere(
     with ResponseCache(cache) as opened:
         assert opened.stats()["entries"] > 0, "replies that echoed the key were cached"
     assert _scan([*runs, *tmp_path.glob("cache.sqlite3*")], [KEY, PASSWORD, QUERY_SECRET]) == []
-    assert not [s for s in (KEY, PASSWORD, QUERY_SECRET) if s in printed.out + printed.err]
+    assert not [form for s in (KEY, PASSWORD, QUERY_SECRET) for form in _forms(s) if form in printed.out + printed.err]
+    assert "--set models.tutor.base_url=http://user:[redacted]@" in printed.err, "the resume hint, redacted"
     manifest = orjson.loads((runs[0] / "manifest.json").read_bytes())
     assert manifest["scenario"]["models"]["tutor"]["base_url"] == f"http://user:[redacted]@127.0.0.1:{port}/v1"
     # Whichever judge's breaker opens first gives the reason (judge quotes the key in its 400, judge-b's URL

@@ -360,7 +360,7 @@ def test_bad_utterances_are_a_scenario_error(tmp_path: Path, utterances: Any) ->
 def test_unreadable_file_is_a_scenario_error(tmp_path: Path) -> None:
     """A missing file is a ScenarioError naming it."""
     path = tmp_path / "math_multi_combined.jsonl"
-    with pytest.raises(ScenarioError, match="cannot read"):
+    with pytest.raises(ScenarioError, match="no such SafeTutors file"):
         load_safetutors(path, {})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, fields
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine.core._dirfiles import read_in, write_in
 from engine.tools.loadtest._generator import Health
 from engine.tools.loadtest._metrics import PERCENTILES, latency_table
 from engine.tools.loadtest._progress import load_label
@@ -36,11 +38,12 @@ _FIELDS = fields(RequestRecord)
 
 def write_requests(path: Path, rows: Sequence[RequestRecord]) -> None:
     """Every attempt, raw stamps (s since the shared start) and the derived latencies (s)."""
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(CSV_COLUMNS)
-        for row in rows:
-            writer.writerow([*astuple(row), *(getattr(row, name) for name in DERIVED)])
+    file = io.StringIO(newline="")
+    writer = csv.writer(file)
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        writer.writerow([*astuple(row), *(getattr(row, name) for name in DERIVED)])
+    write_in(path.parent, path.name, file.getvalue().encode("utf-8"))
 
 
 def _cell(kind: str, text: str) -> Any:
@@ -57,14 +60,13 @@ def _cell(kind: str, text: str) -> Any:
 
 def read_requests(path: Path) -> list[RequestRecord]:
     kinds = [str(f.type).split(" | ")[0] for f in _FIELDS]
-    with path.open(newline="", encoding="utf-8") as file:
-        reader = csv.reader(file)
-        next(reader)
-        return [RequestRecord(*(_cell(k, t) for k, t in zip(kinds, line, strict=False))) for line in reader]
+    reader = csv.reader(io.StringIO(read_in(path.parent, path.name).decode("utf-8"), newline=""))
+    next(reader)
+    return [RequestRecord(*(_cell(k, t) for k, t in zip(kinds, line, strict=False))) for line in reader]
 
 
 def read_health(path: Path) -> list[Health]:
-    return [Health(**health) for health in orjson.loads(path.read_bytes())]
+    return [Health(**health) for health in orjson.loads(read_in(path.parent, path.name))]
 
 
 def _ms(value: float | None) -> str:
