@@ -204,7 +204,7 @@ class ModelClient:
         return reply if text == reply.text else replace(reply, text=text)
 
     def _cache_key(self, request: ChatRequest) -> str | None:
-        if self._cache is None:
+        if self._cache is None or not self._model.cacheable:
             return None
         try:
             return cache_key(self.spec, request)
