@@ -183,6 +183,8 @@ class ModelClient:
             self._breaker.failure(exc)
 
     def _on_retry(self, exc: ProviderError, attempt: int, delay: float) -> None:
+        if self._breaker is not None:
+            self._breaker.attempt_failed(exc)
         self._stats.retries += 1
         self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
         self._events.warning(

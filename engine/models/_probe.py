@@ -8,6 +8,7 @@ Providers without a `list_models` method (the `sim` simulator) are not probed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -25,6 +26,22 @@ _CONTEXT_ROLES: dict[str, Literal["tutor", "student", "judge"]] = {"tutor": "tut
 
 _REFUSALS = frozenset(range(400, 500)) - {408, 409, 429}
 """A product's answer to its own probe request that no retry changes."""
+
+
+# A proxy (LiteLLM) or a server (vLLM) often answers a wrong model name or a refused key with a 400 (or 422)
+# and says so only in its message; these are the shapes they use.
+_PROXY_REFUSALS = frozenset({400, 404, 422})
+_UNKNOWN_MODEL = re.compile(
+    r"invalid model|model[^.]{0,120}?(does not exist|not found|not exist|is not (supported|available|allowed))"
+    r"|unknown model|no such model|model_not_found|llm provider not provided|no deployments? (available|found)"
+    r"|not a valid model",
+    re.IGNORECASE,
+)
+_BAD_KEY = re.compile(
+    r"authentication ?error|invalid (api[ _-]?)?key|incorrect api key|api key not valid|invalid proxy server token"
+    r"|invalid_api_key|unauthori[sz]ed|no api key|missing api key",
+    re.IGNORECASE,
+)
 
 
 class ProbeFailed(ScenarioError):
@@ -58,6 +75,10 @@ def _fatal(
         return f"{where}: the API key was refused (HTTP {error.status}); check {key} and that it may use this model"
     if error.status == 404:
         return f"{where}: the endpoint does not know this model (HTTP 404); check the model name and base_url"
+    if error.status in _PROXY_REFUSALS and _UNKNOWN_MODEL.search(error.detail):
+        return f"{where}: the endpoint does not know this model ({error.detail}); check the model name"
+    if error.status in _PROXY_REFUSALS and _BAD_KEY.search(error.detail):
+        return f"{where}: the key was refused ({error.detail}); check {key} and the proxy's own keys"
     return None
 
 
