@@ -107,6 +107,20 @@ def _openai() -> type[ChatModel]:
     return OpenAIChatModel
 
 
+@PROVIDERS.register("anthropic")
+def _anthropic() -> type[ChatModel]:
+    from engine.models._anthropic import AnthropicChatModel
+
+    return AnthropicChatModel
+
+
+@PROVIDERS.register("litellm")
+def _litellm() -> type[ChatModel]:
+    from engine.models._litellm import LiteLLMChatModel
+
+    return LiteLLMChatModel
+
+
 @PROVIDERS.register("http")
 def _http() -> type[ChatModel]:
     from engine.models._http import HttpChatModel

@@ -166,6 +166,7 @@ def test_there_is_one_http_server_layer() -> None:
     assert sorted(servers) == [
         "engine/tools/_serve.py",
         "engine/tools/_view.py",
+        "tests/fakes/anthropic_server.py",
         "tests/fakes/openai_server.py",
         "tests/fakes/tutor_app.py",
     ]

@@ -108,7 +108,9 @@ def _json(status: int, payload: dict[str, Any], keep_alive: bool) -> bytes:
 def _stream(text: str, ident: str, usage: dict[str, int], keep_alive: bool) -> bytes:
     """The reply as server-sent events: its words as deltas, then the session and usage, then `[DONE]`."""
     words = text.split(" ")
-    events: list[dict[str, Any]] = [{"delta": word + (" " if i < len(words) - 1 else "")} for i, word in enumerate(words)]
+    events: list[dict[str, Any]] = [
+        {"delta": word + (" " if i < len(words) - 1 else "")} for i, word in enumerate(words)
+    ]
     events.append({"session_id": ident, "usage": usage})
     data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     head = encode_head(200, {"content-type": "text/event-stream", "content-length": str(len(data))}, keep_alive)
