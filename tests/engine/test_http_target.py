@@ -23,16 +23,17 @@ from tests.helpers import scenario_data, write_bank
 KEY = "tk-PLANTED/tutor+key=42"
 KEY_ENV = "SIMRUN_TUTOR_APP_KEY"
 
-SESSION_TARGET: dict[str, Any] = {
-    "url": "{{ base_url }}/chat",
-    "headers": {"Authorization": "Bearer {{ api_key }}"},
-    "body": {"session_id": "{{ session_id }}", "message": "{{ message }}", "system": "{{ system }}"},
-    "session": "server",
-    "reply": "$.reply.text",
-    "session_id": "$.session_id",
-    "usage": {"prompt_tokens": "$.usage.input", "completion_tokens": "$.usage.output"},
-    "stream": {"text": "$.delta"},
-}
+DOC = Path(__file__).resolve().parents[2] / "docs" / "http-tutor.md"
+
+
+def _documented_target() -> dict[str, Any]:
+    """The tutor entry of docs/http-tutor.md's example: the page shows exactly what these tests run."""
+    block = DOC.read_text(encoding="utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
+    params: dict[str, Any] = yaml.safe_load(block)["models"]["tutor"]["params"]
+    return params
+
+
+SESSION_TARGET = _documented_target()
 
 
 def _spec(base_url: str, **params: Any) -> ModelSpec:
