@@ -1,10 +1,11 @@
 """The `litellm` provider: every model LiteLLM's Python SDK reaches (Gemini, Bedrock, Vertex, Azure, Mistral,
 Ollama, ...), as `litellm/<litellm model>`, e.g. `litellm/gemini/gemini-2.0-flash` (the `litellm` extra).
 
-LiteLLM takes seconds to import, so it is imported in a worker thread on the first call, never on the event loop
-and never for a scenario that does not use it; its cost map is the copy in the installed package (no download at
-import). Its retries are off (`num_retries=0`, `max_retries=0`): simrun's retry layer is the only one. Its
-exceptions carry the upstream status, which goes through the wire module's one table.
+LiteLLM takes seconds to import, so it is imported when a scenario that uses it is checked (or, if it was not,
+in a worker thread on the first call, never on the event loop), and never for a scenario that does not use it;
+its cost map is the copy in the installed package (no download at import). Its retries are off
+(`num_retries=0`, `max_retries=0`): simrun's retry layer is the only one. Its exceptions carry the upstream
+status, which goes through the wire module's one table.
 """
 
 from __future__ import annotations
@@ -65,8 +66,7 @@ class LiteLLMChatModel(ChatModel):
 
     @classmethod
     def check(cls, spec: ModelSpec, role: str) -> None:
-        if importlib.util.find_spec("litellm") is None:
-            raise ScenarioError("litellm/... models need LiteLLM: pip install 'simrun[litellm]'")
+        load_litellm()  # seconds, once, while the scenario is checked: not inside the probe's deadline
         if spec.api_key_env is not None and not os.environ.get(spec.api_key_env):
             raise ScenarioError(f"{role} model {spec.model}: set ${spec.api_key_env} (its api_key_env)")
 
@@ -76,6 +76,10 @@ class LiteLLMChatModel(ChatModel):
         self._key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         if self._key is None and spec.base_url is not None:
             self._key = "unused"  # a local server without a key: LiteLLM's OpenAI route insists on one
+
+    async def list_models(self) -> list[str]:
+        """LiteLLM has no model list common to its providers: an empty one makes the probe's one-token call decide."""
+        return []
 
     async def complete(self, request: ChatRequest, /) -> ChatReply:
         litellm = _module if _module is not None else await anyio.to_thread.run_sync(load_litellm)

@@ -167,3 +167,21 @@ async def test_a_litellm_route_reaches_an_openai_compatible_server_without_retry
     assert body["response_format"] == {"type": "json_object"}
     assert reply.text == "hello from the route" and reply.usage.completion_tokens == 4
     assert raised.value.status == 503 and len(fake.seen) == 2, "LiteLLM's own retries are off"
+
+
+@needs_litellm
+def test_a_misnamed_model_on_a_litellm_route_stops_the_run_before_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LiteLLM has no model list: the probe's one-token call gets the server's 400 and reads its message."""
+    unknown = {"error": {"message": "Invalid model name passed in model=gpt-4o-typo", "type": "None", "code": "400"}}
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(FakeOpenAI(lambda body: Reply(status=400, body=unknown))) as fake,
+    ):
+        data = scenario_data(limit=2)
+        data["models"]["tutor"] = {"model": "litellm/openai/gpt-4o-typo", "base_url": fake.base_url}
+        code = main([str(_write(tmp_path, data)), "--out", str(tmp_path / "runs")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "does not know this model" in err, err
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
