@@ -12,6 +12,7 @@ from anyio.from_thread import start_blocking_portal
 
 from engine.cli._main import main
 from engine.core._errors import ProviderError
+from engine.models._endpoints import open_endpoints
 from engine.models._http import HttpChatModel
 from engine.models._provider import ChatRequest, RequestContext
 from engine.scenario._spec import ModelSpec
@@ -138,6 +139,34 @@ async def test_a_stateless_target_sends_the_conversation_as_json() -> None:
     assert [m["content"] for m in body["messages"]] == ["Be kind.", "one", "r1", "two"]
     assert body["model"] == "fake" and body["user"] == "ep-7"
     assert reply.text == "hello there" and reply.usage.completion_tokens == 2
+
+
+STATELESS: dict[str, Any] = {
+    "url": "{{ base_url }}/chat/completions",
+    "body": {"model": "{{ model }}", "messages": "{{ messages }}"},
+    "reply": "$.choices[0].message.content",
+}
+
+
+async def test_status_codes_go_through_the_one_retry_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 503 and a 429 are retried by the engine's retry loop (the provider never retries); a 400 is final."""
+    monkeypatch.setattr("engine.models._retry.backoff_delay", lambda attempt: 0.0)
+    script = [
+        Reply(status=503),
+        Reply(status=429, headers={"retry-after": "0"}),
+        Reply(content="third time"),
+        Reply(status=400),
+    ]
+    async with FakeOpenAI(script) as fake:
+        spec = ModelSpec(model="http/fake", base_url=fake.base_url, params=STATELESS)
+        async with open_endpoints([("tutor", spec)]) as endpoints:
+            client = endpoints.client("tutor", spec)
+            messages = [{"role": "user", "content": "hi"}]
+            reply, _ = await client.complete(messages, context=RequestContext(role="tutor"), seed=1)
+            with pytest.raises(ProviderError) as final:
+                await client.complete(messages, context=RequestContext(role="tutor"), seed=2)
+    assert reply.text == "third time" and endpoints.stats.retries == 2
+    assert final.value.status == 400 and len(fake.seen) == 4
 
 
 def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
