@@ -185,3 +185,31 @@ def test_a_misnamed_model_on_a_litellm_route_stops_the_run_before_it_starts(
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2 and "does not know this model" in err, err
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+@needs_litellm
+@pytest.mark.parametrize("kind", ["crescendo", "fairness"])
+def test_a_run_with_a_litellm_tutor_completes(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    """The tutor on a LiteLLM route to an OpenAI-compatible server; students and judges on the simulator."""
+    reply = Reply(content="Good start. What is the first step? Try it and tell me what you get.")
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(FakeOpenAI([], default=reply)) as fake:
+        tutor = {"model": "litellm/openai/fake-model", "base_url": fake.base_url}
+        data = scenario_data(limit=4, concurrency=2)
+        if kind == "fairness":
+            data = {
+                "name": "fair",
+                "kind": "fairness",
+                "seed": 3,
+                "factors": {},
+                "items": [{"source": "bank", "path": "bank.yaml"}],
+                "student": {"strategy": "persona", "max_turns": 4},
+                "judges": ["turn_quality", "conversation_stats"],
+                "models": {"student": "sim/student", "judge": ["sim/judge"]},
+            }
+        data["models"]["tutor"] = tutor
+        code = main([str(_write(tmp_path, data)), "--out", str(tmp_path / "runs")])
+        calls = len(fake.seen)
+    assert code == 0, capsys.readouterr().err
+    records = _records(tmp_path / "runs")
+    assert records and all(r["status"] == "ok" for r in records)
+    assert calls > len(records), "every tutor turn went through the route"
