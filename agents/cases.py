@@ -176,7 +176,9 @@ class CaseTutor:
             messages.insert(0, {"role": "system", "content": self.options.system_prompt})
         reply, latency = await ctx.clients["tutor"].complete(
             messages,
-            context=RequestContext(role="tutor", item=item, task=kind, condition=ctx.condition, data=data),
+            context=RequestContext(
+                role="tutor", item=item, task=kind, condition=ctx.condition, data=data, episode_id=ctx.episode.id
+            ),
             seed=ctx.episode.seed_for("tutor", len(ctx.turns), task),
         )
         return Utterance(reply.text, model=reply.model, usage=reply.usage, latency_s=latency)

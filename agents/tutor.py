@@ -60,7 +60,9 @@ class ModelTutor:
         client = ctx.clients["tutor"]
         reply, latency = await client.complete(
             tutor_messages(ctx, self.options.system_prompt),
-            context=RequestContext(role="tutor", item=ctx.episode.item, condition=ctx.condition),
+            context=RequestContext(
+                role="tutor", item=ctx.episode.item, condition=ctx.condition, episode_id=ctx.episode.id
+            ),
             seed=ctx.episode.seed_for("tutor", len(ctx.turns)),
         )
         return Utterance(reply.text, model=reply.model, usage=reply.usage, latency_s=latency)

@@ -3,8 +3,11 @@
 A dead endpoint used to cost a run minutes of retries and hundreds of error records that all say the same
 thing. A breaker watches the calls of one endpoint *after* their retries: it opens after `consecutive` failed
 calls in a row, or when `share` of the last `window` calls failed, and at once on a final refusal (the key
-rejected, the quota spent). The runner then stops admitting episodes, cancels those in flight (their calls
-would fail too) and ends the run `interrupted`, to be resumed once the endpoint is back.
+rejected, the quota spent). It also watches every attempt, retries included: when `same_attempts` attempts in
+a row fail the same way (a dead backend behind a proxy answers each one with the same 502), waiting for each
+call to spend its retries would take minutes and hundreds of retries, so it opens then. The runner then stops
+admitting episodes, cancels those in flight (their calls would fail too) and ends the run `interrupted`, to be
+resumed once the endpoint is back.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.core._errors import ProviderError, QuotaExhausted, ScenarioError
+from engine.core._errors import ProviderError, ProviderTimeout, QuotaExhausted, RateLimited, ScenarioError
 
 __all__ = ("Breaker", "BreakerPolicy", "ErrorLimit", "parse_max_errors")
 
 _FINAL_STATUS = frozenset({401, 403})
+_DIGITS = re.compile(r"\d+")  # "retry in 3.2s" and "retry in 1.9s" are the same failure
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,9 @@ class BreakerPolicy:
     """Calls the failure share is taken over."""
     share: float = 0.5
     """Failure share over a full window that opens the breaker."""
+    same_attempts: int = 40
+    """Attempts in a row (retries included, across every call of the endpoint) failing the same way that open it.
+    Rate limits and timeouts do not count: a busy endpoint answers them and then serves."""
 
 
 class Breaker:
@@ -39,13 +46,29 @@ class Breaker:
         self.name, self._on_open, self.policy = name, on_open, policy or BreakerPolicy()
         self._recent: deque[bool] = deque(maxlen=self.policy.window)
         self._in_a_row = 0
+        self._same: tuple[str, int | None, str] | None = None
+        self._same_count = 0
         self.reason: str | None = None
 
     def success(self) -> None:
         self._in_a_row = 0
+        self._same, self._same_count = None, 0
         self._recent.append(True)
 
+    def attempt_failed(self, error: ProviderError) -> None:
+        """One attempt failed (it may be retried): a long run of identical failures opens the breaker."""
+        if isinstance(error, RateLimited | ProviderTimeout):
+            return
+        signature = (error.kind, error.status, _DIGITS.sub("#", error.detail))
+        if signature == self._same:
+            self._same_count += 1
+        else:
+            self._same, self._same_count = signature, 1
+        if self.reason is None and self._same_count >= self.policy.same_attempts:
+            self._open(f"{self._same_count} attempts in a row failed the same way", error)
+
     def failure(self, error: ProviderError) -> None:
+        self.attempt_failed(error)
         self._in_a_row += 1
         self._recent.append(False)
         if self.reason is not None:
@@ -60,6 +83,9 @@ class Breaker:
             why = f"{failed} of the last {policy.window} calls failed after their retries"
         else:
             return
+        self._open(why, error)
+
+    def _open(self, why: str, error: ProviderError) -> None:
         self.reason = f"{self.name}: {why} (last: {error})"
         self._on_open(self.reason)
 

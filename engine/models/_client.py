@@ -185,6 +185,8 @@ class ModelClient:
             self._breaker.failure(exc)
 
     def _on_retry(self, exc: ProviderError, attempt: int, delay: float) -> None:
+        if self._breaker is not None:
+            self._breaker.attempt_failed(exc)
         self._stats.retries += 1
         self._stats.retries_by_kind[exc.kind] = self._stats.retries_by_kind.get(exc.kind, 0) + 1
         self._events.warning(
@@ -206,7 +208,7 @@ class ModelClient:
         return reply if text == reply.text else replace(reply, text=text)
 
     def _cache_key(self, request: ChatRequest) -> str | None:
-        if self._cache is None:
+        if self._cache is None or not self._model.cacheable:
             return None
         try:
             return cache_key(self.spec, request)

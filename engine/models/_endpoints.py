@@ -23,6 +23,7 @@ from engine.models._cache import ResponseCache
 from engine.models._client import CallStats, ModelClient
 from engine.models._provider import PROVIDERS, ChatModel
 from engine.models._throttle import Throttle
+from engine.models._wire import OPENAI_KEY_ENV
 from engine.scenario._spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ __all__ = (
 )
 
 EndpointKey = tuple[str, str | None, str | None, str]
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 _T = TypeVar("_T", int, float)
 
 
@@ -184,7 +184,7 @@ def open_http(
 
     The key is read from `api_key_env` (default `OPENAI_API_KEY`) here and goes no further than the headers.
     """
-    key = os.environ.get(api_key_env or DEFAULT_KEY_ENV)
+    key = os.environ.get(api_key_env or OPENAI_KEY_ENV)
     if transport == "lean":
         from engine.models._lean import LeanSession
 

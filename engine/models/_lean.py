@@ -21,6 +21,7 @@ from engine.core._errors import ProviderError, ProviderTimeout
 from engine.core._events import redact_url
 from engine.models._provider import ChatReply, ChatRequest
 from engine.models._wire import (
+    OPENAI_KEY_ENV,
     chat_body,
     embeddings_body,
     error_for_status,
@@ -31,8 +32,6 @@ from engine.models._wire import (
 from engine.scenario._spec import ModelSpec
 
 __all__ = ("LeanChat", "LeanSession")
-
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
 class LeanSession:
@@ -70,7 +69,7 @@ class LeanChat:
         self.spec = spec
         self.http = LeanSession(
             spec.base_url or "https://api.openai.com/v1",
-            api_key=os.environ.get(spec.api_key_env or DEFAULT_KEY_ENV),
+            api_key=os.environ.get(spec.api_key_env or OPENAI_KEY_ENV),
             timeout_s=spec.timeout_s,
             max_connections=spec.max_concurrency or 1000,
         )

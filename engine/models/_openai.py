@@ -18,7 +18,7 @@ from engine.core._events import redact_url
 from engine.core._lazy import lazy_module
 from engine.core._records import Usage
 from engine.models._provider import ChatModel, ChatReply, ChatRequest
-from engine.models._wire import provider_error, read_embeddings, response_format
+from engine.models._wire import OPENAI_KEY_ENV, provider_error, read_embeddings, response_format
 from engine.scenario._spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -32,11 +32,9 @@ else:  # the SDK takes seconds to import: an endpoint on the lean transport neve
 
 __all__ = ("OpenAIChatModel", "SdkSession", "translated_errors")
 
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-
 
 def _key_variable(spec: ModelSpec) -> str:
-    return spec.api_key_env or DEFAULT_KEY_ENV
+    return spec.api_key_env or OPENAI_KEY_ENV
 
 
 class OpenAIParams(BaseModel):
@@ -93,6 +91,8 @@ class SdkSession:
 
 class OpenAIChatModel(ChatModel):
     """One `AsyncOpenAI` client per endpoint, with the SDK's retries off: the engine owns retrying."""
+
+    default_key_env = OPENAI_KEY_ENV
 
     @classmethod
     def params_model(cls, spec: ModelSpec) -> type[BaseModel] | None:

@@ -8,6 +8,7 @@ Providers without a `list_models` method (the `sim` simulator) are not probed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -21,6 +22,26 @@ __all__ = ("PROBE_TIMEOUT_S", "ProbeFailed", "probe_endpoints")
 
 PROBE_TIMEOUT_S = 10.0
 _CONTEXT_ROLES: dict[str, Literal["tutor", "student", "judge"]] = {"tutor": "tutor", "student": "student"}
+
+
+_REFUSALS = frozenset(range(400, 500)) - {408, 409, 429}
+"""A product's answer to its own probe request that no retry changes."""
+
+
+# A proxy (LiteLLM) or a server (vLLM) often answers a wrong model name or a refused key with a 400 (or 422)
+# and says so only in its message; these are the shapes they use.
+_PROXY_REFUSALS = frozenset({400, 404, 422})
+_UNKNOWN_MODEL = re.compile(
+    r"invalid model|model[^.]{0,120}?(does not exist|not found|not exist|is not (supported|available|allowed))"
+    r"|unknown model|no such model|model_not_found|llm provider not provided|no deployments? (available|found)"
+    r"|not a valid model",
+    re.IGNORECASE,
+)
+_BAD_KEY = re.compile(
+    r"authentication ?error|invalid (api[ _-]?)?key|incorrect api key|api key not valid|invalid proxy server token"
+    r"|invalid_api_key|unauthori[sz]ed|no api key|missing api key",
+    re.IGNORECASE,
+)
 
 
 class ProbeFailed(ScenarioError):
@@ -47,18 +68,27 @@ def _fatal(
         return f"{where}: cannot connect ({error.detail}); check that the server is running and that base_url is right"
     if listing:
         return None
-    key = model.spec.api_key_env or "OPENAI_API_KEY"
+    key = " or ".join(f"${v}" for v in sorted(type(model).key_variables(model.spec))) or "the key"
     if isinstance(error, QuotaExhausted):
         return f"{where}: the account's quota is spent ({error.detail}); check billing"
     if error.status in (401, 403):
-        return f"{where}: the API key was refused (HTTP {error.status}); check ${key} and that it may use this model"
+        return f"{where}: the API key was refused (HTTP {error.status}); check {key} and that it may use this model"
     if error.status == 404:
         return f"{where}: the endpoint does not know this model (HTTP 404); check the model name and base_url"
+    if error.status in _PROXY_REFUSALS and _UNKNOWN_MODEL.search(error.detail):
+        return f"{where}: the endpoint does not know this model ({error.detail}); check the model name"
+    if error.status in _PROXY_REFUSALS and _BAD_KEY.search(error.detail):
+        return f"{where}: the key was refused ({error.detail}); check {key} and the proxy's own keys"
     return None
 
 
 async def _probe(role: str, model: ChatModel, timeout_s: float) -> str | None:
     """None if the endpoint looks able to serve; raises `ProbeFailed`; returns a warning for doubtful answers."""
+    own: Any = getattr(model, "probe", None)
+    if own is not None:  # a target with a probe of its own (an `http` product); it may be declared off
+        if getattr(model, "probes", True):
+            await _own_probe(role, model, own, timeout_s)
+        return None
     lister: Any = getattr(model, "list_models", None)
     if lister is None:
         return None
@@ -89,6 +119,21 @@ async def _probe(role: str, model: ChatModel, timeout_s: float) -> str | None:
         detail = error.detail if isinstance(error, ProviderError) else "timed out"
         return f"{_where(role, model)}: the probe call failed ({detail}); the run goes on"
     return None
+
+
+async def _own_probe(role: str, model: ChatModel, probe: Any, timeout_s: float) -> None:
+    """The target's own request; any final failure (not only the ones a chat probe condemns) stops the run."""
+    try:
+        with anyio.fail_after(timeout_s):
+            await probe()
+    except (ProviderError, TimeoutError) as error:
+        fatal = _fatal(role, model, error, listing=False, timeout_s=timeout_s)
+        if fatal is None and isinstance(error, ProviderError) and error.status in _REFUSALS:
+            fatal = (
+                f"{_where(role, model)}: the probe request was refused ({error.detail}); check the target's settings"
+            )
+        if fatal is not None:
+            raise ProbeFailed(fatal) from None
 
 
 async def probe_endpoints(

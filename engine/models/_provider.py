@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -15,7 +15,7 @@ from engine.core._registry import Registry
 from engine.scenario._items import Item
 from engine.scenario._spec import ModelSpec
 
-__all__ = ("PROVIDERS", "ChatModel", "ChatReply", "ChatRequest", "Message", "RequestContext")
+__all__ = ("PROVIDERS", "ChatModel", "ChatReply", "ChatRequest", "Message", "RequestContext", "key_variables")
 
 Message = Mapping[str, str]
 
@@ -34,6 +34,8 @@ class RequestContext:
     """What is asked of the model beyond chatting, e.g. the judge rubric `harm`."""
     condition: Mapping[str, str] = field(default_factory=dict)
     data: Mapping[str, Any] = field(default_factory=dict)
+    episode_id: str | None = None
+    """The episode the call belongs to: an `http` target keeps one product session per episode."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,19 @@ class ChatReply:
 class ChatModel(abc.ABC):
     """A model endpoint. Owns its HTTP client, if any; the engine closes it at the end of a run."""
 
+    default_key_env: ClassVar[str | None] = None
+    """The variable that holds the key when a spec names no `api_key_env` (None: the provider needs none)."""
+    cacheable: bool = True
+    """False for an endpoint with state of its own (a product session): a cached reply would skip it."""
+
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
+
+    @classmethod
+    def key_variables(cls, spec: ModelSpec) -> set[str]:
+        """The environment variables whose values are this endpoint's secrets (redacted everywhere)."""
+        variable = spec.api_key_env or cls.default_key_env
+        return {variable} if variable else set()
 
     @classmethod
     def check(cls, spec: ModelSpec, role: str) -> None:
@@ -96,6 +109,35 @@ def _openai() -> type[ChatModel]:
     from engine.models._openai import OpenAIChatModel
 
     return OpenAIChatModel
+
+
+@PROVIDERS.register("anthropic")
+def _anthropic() -> type[ChatModel]:
+    from engine.models._anthropic import AnthropicChatModel
+
+    return AnthropicChatModel
+
+
+@PROVIDERS.register("litellm")
+def _litellm() -> type[ChatModel]:
+    from engine.models._litellm import LiteLLMChatModel
+
+    return LiteLLMChatModel
+
+
+@PROVIDERS.register("http")
+def _http() -> type[ChatModel]:
+    from engine.models._http import HttpChatModel
+
+    return HttpChatModel
+
+
+def key_variables(specs: Sequence[ModelSpec]) -> set[str]:
+    """The variables every configured provider declares for its keys: the secrets a run keeps out of files."""
+    found: set[str] = set()
+    for spec in specs:
+        found |= PROVIDERS.get(spec.provider)().key_variables(spec)
+    return found
 
 
 @PROVIDERS.register("sim")

@@ -21,6 +21,7 @@ from engine.core._records import Usage
 from engine.models._retry import parse_retry_after
 
 __all__ = (
+    "OPENAI_KEY_ENV",
     "QUOTA_CODES",
     "SSE_DONE",
     "STREAM_END",
@@ -47,6 +48,8 @@ __all__ = (
     "usage_chunk",
 )
 
+OPENAI_KEY_ENV: Final = "OPENAI_API_KEY"
+"""Where an OpenAI-compatible endpoint's key is read when its spec names no `api_key_env`."""
 QUOTA_CODES: Final = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 STREAM_END: Final = b"[DONE]"
 """The payload of the `data:` event that ends a stream."""

@@ -222,6 +222,8 @@ def _spend(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
             rows.append((f"{role} · {model}", f"{prompt:,} + {completion:,} tokens"))
     priced = ", ".join(f"{m} {_usd(usd)}" for m, usd in sorted(prices.items()))
     rows.append(("spend", f"{_usd(cost.get('total'))}" + (f" ({priced})" if priced else "")))
+    if cost.get("price_source"):
+        rows.append(("prices", f"scenario's, else {cost['price_source']}"))
     rows.append(("cache hits", f"{int(calls.get('cache_hits') or 0):,}"))
     return rows
 

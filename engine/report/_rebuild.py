@@ -108,8 +108,9 @@ def _header(info: dict[str, Any]) -> str:
     cost = info.get("cost_usd") or {}
     if cost:
         per_model = ", ".join(f"`{m}` {format_usd(usd)}" for m, usd in (cost.get("by_model") or {}).items())
+        source = f" · prices: scenario's, else {cost['price_source']}" if cost.get("price_source") else ""
         lines.append(
-            f"- spend: {format_usd(cost.get('total'))} ({per_model}) · cache hits: {info.get('cache_hits', 0)}"
+            f"- spend: {format_usd(cost.get('total'))} ({per_model}){source} · cache hits: {info.get('cache_hits', 0)}"
         )
     played = info.get("played_by") or {}
     if played:

@@ -28,6 +28,7 @@ from engine.models._cache import resolve_cache_path
 from engine.models._client import CallStats, ModelClient
 from engine.models._endpoints import BreakerSetup, EndpointKey, open_endpoints, shared_throttle
 from engine.models._probe import ProbeFailed, probe_endpoints
+from engine.models._provider import key_variables
 from engine.models._seats import ranked_calls
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
@@ -36,7 +37,7 @@ from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
 from engine.runtime._rundir import RunDir, stored_hash, utc_now
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
-from engine.scenario._spec import ModelSpec, Scenario, key_variables
+from engine.scenario._spec import ModelSpec, Scenario
 
 __all__ = ("EpisodeCallback", "RunResult", "Runner", "TurnCallback")
 
@@ -139,7 +140,7 @@ class Runner:
         if retry_errors and not resume:
             raise ScenarioError("--retry-errors needs --resume RUN_DIR: it re-runs that run's error records")
         self.redactor = Redactor(
-            [os.environ.get(v, "") for v in key_variables(self.scenario)],
+            [os.environ.get(v, "") for v in key_variables([spec for _, spec in self.scenario.models.by_role()])],
             [spec.base_url for _, spec in self.scenario.models.by_role()] + [os.environ.get("OPENAI_BASE_URL")],
         )
         """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""

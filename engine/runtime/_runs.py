@@ -53,7 +53,8 @@ class RunInfo:
 
     @property
     def spend(self) -> str:
-        """Tokens, and dollars where every model's price is known (the scenario's prices, then the built-in ones)."""
+        """Tokens, and dollars where every model's price is known (the scenario's prices, then the catalogue's),
+        with the price source the run recorded."""
         by_model = (self.manifest.get("calls") or {}).get("tokens_by_model") or {}
         if not by_model:
             return "–"
@@ -69,7 +70,10 @@ class RunInfo:
                 priced = False
             else:
                 cost += (prompt * price.input + completion * price.output) / 1_000_000
-        return f"{_tokens(tokens)} tokens, " + (f"${cost:,.2f}" if priced else "$ unknown")
+        cost_usd = self.manifest.get("cost_usd")
+        source = cost_usd.get("price_source") if isinstance(cost_usd, Mapping) else None
+        dollars = f"${cost:,.2f}" if priced else "$ unknown"
+        return f"{_tokens(tokens)} tokens, {dollars}" + (f" ({source})" if source else "")
 
 
 def _tokens(count: int) -> str:

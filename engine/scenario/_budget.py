@@ -1,21 +1,26 @@
 """Spending limits for a run: tokens and dollars, checked before each episode is admitted.
 
 Researchers pay for these runs; a limit that is only noticed at the end is no limit. Prices are USD per
-million tokens, from the scenario's `prices` (keyed by model spec, e.g. `openai/gpt-4o-mini`) or a small
-built-in table of public list prices. `sim/...` is free. A model with no known price cannot be held to a
-dollar limit, so asking for one is a scenario error rather than a silent zero.
+million tokens, from the scenario's `prices` (keyed by model spec, e.g. `openai/gpt-4o-mini`), else from the
+price data of the installed `genai-prices` package (a maintained catalogue of providers' list prices, pinned
+with simrun so a run's prices are those of a known version; `price_source` names it). `sim/...` is free; an
+`http/...` product has no list price. A model with no known price cannot be held to a dollar limit, so asking
+for one is a scenario error rather than a silent zero. A catalogue price is the base tier's (the first
+thousand tokens), since a run's tokens are priced in aggregate, not per call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.core._errors import ScenarioError
 
-__all__ = ("BUILTIN_PRICES", "Budget", "Price", "Spend", "format_usd", "price_of", "spend")
+__all__ = ("Budget", "Price", "Spend", "format_usd", "price_of", "price_source", "spend")
 
 
 class Price(BaseModel):
@@ -26,29 +31,50 @@ class Price(BaseModel):
     output: float = Field(ge=0)
 
 
-BUILTIN_PRICES: dict[str, Price] = {
-    name: Price(input=i, output=o)
-    for name, (i, o) in {
-        "gpt-4o-mini": (0.15, 0.60),
-        "gpt-4o": (2.50, 10.00),
-        "gpt-4.1": (2.00, 8.00),
-        "gpt-4.1-mini": (0.40, 1.60),
-        "gpt-4.1-nano": (0.10, 0.40),
-        "o4-mini": (1.10, 4.40),
-        "o3-mini": (1.10, 4.40),
-    }.items()
-}
-"""List prices (USD per 1M tokens) of common OpenAI models; a scenario's `prices` overrides them."""
+_CATALOGUE = "genai-prices"
+_UNLISTED = frozenset({"sim", "http"})
+"""Providers the catalogue is not asked about: the simulator is free, a product has no list price."""
+_SAMPLE = 1000
+
+
+def price_source() -> str:
+    """Where prices not set in the scenario come from: the catalogue package and its version."""
+    try:
+        return f"{_CATALOGUE} {metadata.version(_CATALOGUE)}"
+    except metadata.PackageNotFoundError:
+        return f"{_CATALOGUE} (not installed: only the scenario's prices)"
 
 
 def price_of(model: str, prices: Mapping[str, Price]) -> Price | None:
-    """The price of a `provider/name` model: the scenario's, then the built-in table; the simulator is free."""
+    """The price of a `provider/name` model: the scenario's, then the catalogue's; the simulator is free."""
     if model in prices:
         return prices[model]
     provider, _, name = model.partition("/")
     if provider == "sim":
         return Price(input=0, output=0)
-    return BUILTIN_PRICES.get(name)
+    if provider in _UNLISTED:
+        return None
+    return _listed(provider, name)
+
+
+@lru_cache(maxsize=1024)
+def _listed(provider: str, name: str) -> Price | None:
+    """The catalogue's price; a LiteLLM route names its provider first (`litellm/gemini/gemini-2.0-flash`)."""
+    if provider == "litellm":
+        provider, _, rest = name.partition("/")
+        provider, name = (provider, rest) if rest else ("", provider)
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    try:
+        found = calc_price(
+            Usage(input_tokens=_SAMPLE, output_tokens=_SAMPLE), model_ref=name, provider_id=provider or None
+        )
+    except LookupError:
+        return None
+    scale = 1_000_000 / _SAMPLE
+    return Price(input=float(found.input_price) * scale, output=float(found.output_price) * scale)
 
 
 @dataclass(frozen=True)
@@ -123,6 +149,7 @@ class Spend:
             "by_model": {m: None if usd is None else round(usd, 6) for m, usd in sorted(self.by_model.items())},
             "total": round(self.total, 6),
             "unpriced": self.unpriced,
+            "price_source": price_source(),
         }
 
 

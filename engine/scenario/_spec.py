@@ -18,7 +18,6 @@ __all__ = (
     "MAX_EPISODES",
     "DesignSpec",
     "ExecutorSpec",
-    "key_variables",
     "measured",
     "ItemSourceSpec",
     "JudgeSpec",
@@ -89,7 +88,7 @@ class ModelSpec(_Spec):
     base_url: str | None = None
     """Endpoint root, e.g. `http://localhost:8000/v1` for vLLM or `http://localhost:11434/v1` for Ollama."""
     api_key_env: str | None = None
-    """Environment variable that holds the key (default `OPENAI_API_KEY` for `openai`). Keys never go in files."""
+    """Environment variable that holds the key (each provider names its default). Keys never go in files."""
     rpm: float | None = Field(default=None, ge=1, le=_MAX_RATE)
     """Requests per minute allowed on this endpoint, shared by every conversation that uses it (at least 1)."""
     tpm: float | None = Field(default=None, ge=1, le=_MAX_RATE)
@@ -200,11 +199,6 @@ class ItemSourceSpec(_PluginSpec):
 
     source: str
     path: str
-
-
-def key_variables(scenario: Scenario) -> set[str]:
-    """The environment variables holding this scenario's API keys (their values are secrets to keep out)."""
-    return {spec.api_key_env or "OPENAI_API_KEY" for _, spec in scenario.models.by_role() if spec.provider != "sim"}
 
 
 _OPERATIONAL = frozenset({"concurrency", "cache", "description", "prices", "max_episodes", "executor", "data_dir"})

@@ -11,17 +11,30 @@ import engine
 from engine import ScenarioError
 from engine.cli._main import main
 from engine.runtime._rundir import RunDir
-from engine.scenario._budget import Budget, Price, price_of
+from engine.scenario._budget import Budget, Price, price_of, price_source
 from tests.helpers import make_scenario, scenario_data, write_bank
 
 
-def test_prices_come_from_the_scenario_then_the_table_and_sim_is_free() -> None:
-    """A scenario price overrides the built-in list price; `sim/...` costs nothing; unknown models have none."""
+def _catalogue(model_ref: str, provider: str) -> Price:
+    """The catalogue asked directly for a million tokens of each kind (base tier: a small request, scaled)."""
+    from genai_prices import Usage, calc_price
+
+    found = calc_price(Usage(input_tokens=1000, output_tokens=1000), model_ref=model_ref, provider_id=provider)
+    return Price(input=float(found.input_price) * 1000, output=float(found.output_price) * 1000)
+
+
+def test_prices_come_from_the_scenario_then_the_catalogue_and_sim_is_free() -> None:
+    """A scenario price overrides the catalogue's list price; `sim/...` costs nothing; unknown models have none."""
     own = {"openai/gpt-4o-mini": Price(input=1.0, output=2.0)}
     assert price_of("openai/gpt-4o-mini", own) == Price(input=1.0, output=2.0)
     assert price_of("openai/gpt-4o-mini", {}) == Price(input=0.15, output=0.60)
+    assert price_of("anthropic/claude-sonnet-4-5", {}) == _catalogue("claude-sonnet-4-5", "anthropic")
+    assert price_of("litellm/gemini/gemini-2.0-flash", {}) == _catalogue("gemini-2.0-flash", "google")
     assert price_of("sim/tutor", {}) == Price(input=0, output=0)
     assert price_of("openai/my-finetune", {}) is None
+    assert price_of("openai/Qwen2.5-7B-Instruct", {}) is None, "an openai/ name is priced from OpenAI's list only"
+    assert price_of("http/gpt-4o", {}) is None, "a product has no list price"
+    assert price_source().startswith("genai-prices 0.")
 
 
 def test_cost_and_limits_against_hand_computed_values() -> None:

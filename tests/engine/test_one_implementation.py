@@ -163,7 +163,13 @@ def test_there_is_one_http_server_layer() -> None:
             ):
                 servers.append(name)
     assert foreign == [] and listening == []
-    assert sorted(servers) == ["engine/tools/_serve.py", "engine/tools/_view.py", "tests/fakes/openai_server.py"]
+    assert sorted(servers) == [
+        "engine/tools/_serve.py",
+        "engine/tools/_view.py",
+        "tests/fakes/anthropic_server.py",
+        "tests/fakes/openai_server.py",
+        "tests/fakes/tutor_app.py",
+    ]
 
 
 def test_a_rate_is_formatted_by_one_function() -> None:

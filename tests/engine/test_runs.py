@@ -17,6 +17,7 @@ from engine.cli._verbosity import split_verbosity
 from engine.core._errors import ScenarioError
 from engine.core._format import fit_to_width
 from engine.runtime._runs import resolve_run
+from engine.scenario._budget import price_source
 
 ROOT = Path(__file__).resolve().parents[2]
 REMATH = str(ROOT / "scenarios" / "remath.yaml")
@@ -39,6 +40,8 @@ def test_runs_lists_scenario_kind_status_outcome_start_and_spend(
     out = capsys.readouterr().out
     for expected in ("remath", "remediation", "finished", "24 ok", "latest~1"):
         assert expected in out
+    assert price_source().replace(" ", "") in "".join(out.split()), "the spend names where its prices came from"
+    assert f"prices: scenario's, else {price_source()}" in (two_runs[0] / "report.md").read_text(encoding="utf-8")
     started = orjson.loads((two_runs[0] / "manifest.json").read_bytes())["started_at"][:10]
     assert started in out
 

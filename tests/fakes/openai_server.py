@@ -55,6 +55,7 @@ class Reply:
             ``"rate_limit_exceeded"``); the SDK exposes it as ``APIStatusError.code``.
         delay_s: Seconds to sleep before answering, to push the client into its timeout.
         drop: Close the connection without answering, to make the client see a connection error.
+        body: An error answer's body as is, for servers that shape errors their own way (vLLM, LiteLLM).
     """
 
     status: int = 200
@@ -63,6 +64,7 @@ class Reply:
     error_code: str | None = None
     delay_s: float = 0.0
     drop: bool = False
+    body: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         """Rejects statuses that cannot carry a JSON body, so a typo fails at script-build time."""
@@ -307,6 +309,8 @@ class FakeOpenAI(LoopbackListener):
         headers = {name: value for name, value in headers.items() if name not in _FRAMING_HEADERS}
         if reply.drop:
             return _Response(reply.status, {}, headers, drop=True)
+        if not 200 <= reply.status < 300 and reply.body is not None:
+            return _Response(reply.status, reply.body, headers)
         if not 200 <= reply.status < 300:
             message = f"Fake {reply.status} error" + (f" ({reply.error_code})." if reply.error_code else ".")
             error_type = error_type_for(reply.status, reply.error_code)
