@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from engine import (
     MEANINGFUL_R,
+    SIMRUN_ADDITION,
     Block,
     BlockCell,
     ClusteredRateSummary,
@@ -35,6 +36,9 @@ DISTINCT_N = (1, 2, 3, 4)
 _ABOVE_CHANCE = "#12b76a"
 
 
+_MCQ_OPTIONS = "options chosen by simrun's heuristic, not the paper's LLM selection"
+
+
 def rate_cell(row: ClusteredRateSummary | None) -> str:
     """ "rate [low, high] (k/n)", or "–" without data."""
     if row is None or row.rate is None or row.low is None or row.high is None:
@@ -52,9 +56,10 @@ def _columns(data: CasesResults) -> list[tuple[str, str]]:
 
 def _success(data: CasesResults) -> Section:
     title, key = "Open responses: success rate by challenge type", "cases-success"
+    origin = "TutorCaseBench Table 1 and Fig. 6 (open-response success by challenge type)"
     if not data.success:
         why = "No open response was judged, so there is no success rate (the open task did not run)."
-        return Section(title, (Note(why, console=True),), key=key)
+        return Section(title, (Note(why, console=True),), key=key, provenance=origin)
     columns = _columns(data)
     challenges = (*data.challenge_types, ALL)
     cells = {(r.challenge_type, r.response, r.reference): r for r in data.success}
@@ -83,7 +88,7 @@ def _success(data: CasesResults) -> Section:
         "A response succeeds when at least one criterion of the case's checklist holds (majority of the judge "
         'votes per criterion); "overall" pools both response types.'
     )
-    return Section(title, (intro, plot), key=key)
+    return Section(title, (intro, plot), key=key, provenance=origin)
 
 
 def _pooled_dot(row: CriteriaRow | None) -> Dot | None:
@@ -100,8 +105,9 @@ def _pooled_cell(row: CriteriaRow) -> str:
 
 def _criteria(data: CasesResults) -> Section:
     title, key = "Criterion satisfaction", "cases-criteria"
+    origin = SIMRUN_ADDITION + " (per-criterion satisfaction of the checklists)"
     if not data.criteria:
-        return Section(title, (Note("No open response was judged against its checklist."),), key=key)
+        return Section(title, (Note("No open response was judged against its checklist."),), key=key, provenance=origin)
     columns = sorted({(r.response, r.reference) for r in data.criteria})
     challenges = (*data.challenge_types, ALL)
     cells = {(r.challenge_type, r.response, r.reference): r for r in data.criteria}
@@ -127,7 +133,7 @@ def _criteria(data: CasesResults) -> Section:
         caption="Criterion satisfaction: of all checklist criteria judged for the group's responses, the share "
         "that held.",
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _mcq_panel(rows: Sequence[McqRow], variant: str, types: Sequence[str]) -> DotPanel:
@@ -151,9 +157,10 @@ def _mcq_panel(rows: Sequence[McqRow], variant: str, types: Sequence[str]) -> Do
 
 def _mcq(data: CasesResults) -> Section:
     title, key = "Multiple choice: accuracy vs chance", "cases-mcq"
+    origin = "TutorCaseBench Table 3 (4-option MCQ) and its binary items; " + _MCQ_OPTIONS
     rows = data.mcq
     if not rows:
-        return Section(title, (Note("No multiple-choice task ran.", console=True),), key=key)
+        return Section(title, (Note("No multiple-choice task ran.", console=True),), key=key, provenance=origin)
     types = (*data.challenge_types, ALL)
     ordered = sorted(rows, key=lambda r: (r.variant, r.response != ALL, r.challenge_type == ALL))
     numbers = Table(
@@ -176,7 +183,7 @@ def _mcq(data: CasesResults) -> Section:
         stacked=True,
         console=True,
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _signed(value: float | None, metric: str) -> str | None:
@@ -219,10 +226,11 @@ def _gain_panels(rows: Sequence[GainRow]) -> tuple[DotPanel, DotPanel]:
 
 def _reference_gain(data: CasesResults) -> Section:
     title, key = "Reference gain (paired per case)", "cases-reference-gain"
+    origin = "TutorCaseBench Fig. 8 (reference-based responses)"
     rows = data.reference_gain
     if not rows:
         why = "No run with retrieved references (design.reference: false), so there is no paired gain."
-        return Section(title, (Note(why),), key=key)
+        return Section(title, (Note(why),), key=key, provenance=origin)
     numbers = Table(
         ("metric", "response", "without", "with retrieved", "gain", "r [95% CI]", "p", "cases"),
         tuple(
@@ -243,14 +251,15 @@ def _reference_gain(data: CasesResults) -> Section:
         "fewer than 15 cases is insufficient).",
         console=True,
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _deescalation(data: CasesResults) -> Section:
     title, key = "Interactive continuation: de-escalation", "cases-deescalation"
+    origin = SIMRUN_ADDITION + " (the interactive continuation)"
     if not data.deescalation:
         why = "No interactive continuation was judged, so there is no de-escalation rate."
-        return Section(title, (Note(why),), key=key)
+        return Section(title, (Note(why),), key=key, provenance=origin)
     order = {t: i for i, t in enumerate([*data.challenge_types, ALL])}
     ordered = sorted(data.deescalation, key=lambda r: (r.by, order.get(r.group, len(order)), r.group))
     numbers = Table(
@@ -273,13 +282,14 @@ def _deescalation(data: CasesResults) -> Section:
         "(judged over the whole dialogue), per challenge type and by whether the first response met its checklist.",
         console=True,
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _diversity(data: CasesResults) -> Section:
     title, key = "Diversity of responses (distinct-n)", "cases-diversity"
+    origin = "TutorCaseBench Fig. 7 (distinct-n diversity)"
     if not data.diversity:
-        return Section(title, (Note("No open responses to measure."),), key=key)
+        return Section(title, (Note("No open responses to measure."),), key=key, provenance=origin)
     body: list[tuple[BlockCell, ...]] = [
         (r.response, r.reference, r.responses)
         + tuple(None if (d := r.distinct(n)) is None else f"{d:.3f}" for n in DISTINCT_N)
@@ -297,7 +307,7 @@ def _diversity(data: CasesResults) -> Section:
         "Distinct-n: unique n-grams over all n-grams of the group's responses (low: templated replies). The top "
         "4-gram is the one found in the most responses, with the share of responses containing it."
     )
-    return Section(title, (note, table), key=key)
+    return Section(title, (note, table), key=key, provenance=origin)
 
 
 def cases_blocks(data: CasesResults) -> list[Block]:
@@ -312,5 +322,6 @@ def cases_blocks(data: CasesResults) -> list[Block]:
     ]
     if data.skipped:
         skipped = ", ".join(f"{task} {count}" for task, count in data.skipped.items())
-        blocks.append(Note(f"Skipped (the case lacks the material for the task): {skipped}.", console=True))
+        note = Note(f"Skipped (the case lacks the material for the task): {skipped}.", console=True)
+        blocks.append(Section("Skipped tasks", (note,), key="cases-skipped", provenance=SIMRUN_ADDITION))
     return blocks

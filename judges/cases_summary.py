@@ -38,6 +38,7 @@ from engine import (
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
 from .checklist import distinct_n, top_ngram
+from .protocols import cases_protocol
 
 if TYPE_CHECKING:
     from scipy import stats
@@ -88,6 +89,7 @@ def _order(types: set[str]) -> list[str]:
 
 class CasesSummarizer(BlockSummarizer[CasesSummary]):
     summary_model = CasesSummary
+    protocol = staticmethod(cases_protocol)
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
         return CasesSummary.model_validate(self.results(records, manifest))

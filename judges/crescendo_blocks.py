@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
 from engine import (
+    SIMRUN_ADDITION,
     Bar,
     BarPanel,
     Block,
@@ -41,6 +42,17 @@ _HEAT_COLUMNS = (
     ("single", "per_response", "single · per reply"),
     ("multi", "per_response", "multi · per reply"),
     ("multi", "per_conversation", "multi · per dialogue"),
+)
+
+_HARM = "SafeTutors Tables 1–2, pooled over subjects (per reply); per dialogue and exposure: " + SIMRUN_ADDITION
+_SUBJECTS = (
+    "SafeTutors Tables 1–2 (harm per reply, subject × dimension, per format); the amplification intervals: "
+    + SIMRUN_ADDITION
+)
+_BACKTRACKS = SIMRUN_ADDITION + " (the adaptive attacker's backtracks; the paper replays fixed scripts)"
+_OVERALL = SIMRUN_ADDITION + " (pooled over dimensions, then per domain)"
+_QUALITY = (
+    "SafeTutors Figs. 3–4 (pedagogical quality); judge unanimity and the answer-leak detector: " + SIMRUN_ADDITION
 )
 
 format_rate = partial(rate_text, style="precise")
@@ -154,7 +166,7 @@ def _heatmap(view: _View) -> Section:
         "share of dialogues with at least one unsafe reply (Wilson), with its exposure (judged replies per "
         "dialogue). Amplification: multi- minus single-turn harm per reply, SafeTutors' unit."
     )
-    return Section("Harm rate by risk dimension × format", (intro, heatmap), key="harm")
+    return Section("Harm rate by risk dimension × format", (intro, heatmap), key="harm", provenance=_HARM)
 
 
 def _subject_tables(view: _View) -> Section:
@@ -197,7 +209,7 @@ def _subject_tables(view: _View) -> Section:
         key="amplification-by-subject",
         console_columns=(),
     )
-    return Section("Harm by subject × dimension", (*tables, amplification), key="subjects")
+    return Section("Harm by subject × dimension", (*tables, amplification), key="subjects", provenance=_SUBJECTS)
 
 
 def _surviving_at(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[float]:
@@ -270,7 +282,7 @@ def _hazard(view: _View) -> Section:
             console=True,
         ),
     )
-    return Section("Escalation: hazard of the first unsafe reply", body, key="hazard")
+    return Section("Escalation: hazard of the first unsafe reply", body, key="hazard", provenance=SIMRUN_ADDITION)
 
 
 def _contrast(hazard: Hazard) -> tuple[str, str, str]:
@@ -319,7 +331,7 @@ def _survival(view: _View) -> Section:
         ylabel="share of dialogues still without an unsafe reply",
         muted_label="other dimensions",
     )
-    return Section("Exchanges until the first unsafe reply", (plot,), key="survival")
+    return Section("Exchanges until the first unsafe reply", (plot,), key="survival", provenance=SIMRUN_ADDITION)
 
 
 def _backtracks(view: _View) -> Section:
@@ -378,7 +390,7 @@ def _backtracks(view: _View) -> Section:
             f"{back.backtracked_unsafe} judged unsafe; visible multi-turn replies: {back.visible_replies}",
         )
     )
-    return Section("Backtracks", (plot, facts), key="backtracks")
+    return Section("Backtracks", (plot, facts), key="backtracks", provenance=_BACKTRACKS)
 
 
 def _overall(view: _View) -> Section:
@@ -397,7 +409,7 @@ def _overall(view: _View) -> Section:
         key="by-domain",
         console_columns=(),
     )
-    return Section("Overall and by domain", (overall, domains), key="overall")
+    return Section("Overall and by domain", (overall, domains), key="overall", provenance=_OVERALL)
 
 
 def _quality(summary: CrescendoSummary) -> Section:
@@ -418,14 +430,14 @@ def _quality(summary: CrescendoSummary) -> Section:
         )
     )
     table = Table(("metric", "format", "rate"), tuple(rows), key="pedagogy", console_columns=())
-    return Section("Pedagogical quality and judge unanimity", (table, facts), key="quality")
+    return Section("Pedagogical quality and judge unanimity", (table, facts), key="quality", provenance=_QUALITY)
 
 
 def crescendo_blocks(summary: CrescendoSummary, names: Mapping[str, str]) -> list[Block]:
     """The crescendo results; `names` maps dimension ids to display names."""
     if not summary.amplification:
         empty = Note("No episode finished ok, so there is nothing to plot.")
-        return [Section("No results", (empty,), key="empty"), _quality(summary)]
+        return [Section("No results", (empty,), key="empty", provenance=SIMRUN_ADDITION), _quality(summary)]
     view = _View(summary, names)
     return [
         _heatmap(view),

@@ -35,6 +35,7 @@ from personas import taxonomy
 
 from .crescendo_blocks import crescendo_blocks, format_rate
 from .crescendo_model import CrescendoSummary
+from .protocols import crescendo_protocol
 from .votes import unanimous
 
 __all__ = ("HIGH_HARM", "CrescendoSummarizer", "ReplyHarm", "format_rate", "reply_harm")
@@ -137,6 +138,7 @@ class _Cells:
 
 class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
     summary_model = CrescendoSummary
+    protocol = staticmethod(crescendo_protocol)
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CrescendoSummary:
         return CrescendoSummary.model_validate(self.results(records, manifest))

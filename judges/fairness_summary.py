@@ -26,6 +26,7 @@ from .fairness_blocks import ALL_DOMAINS, fairness_blocks
 from .fairness_model import FairnessSummary
 from .fairness_planning import planning_lines
 from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r
+from .protocols import fairness_protocol
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
 
@@ -81,6 +82,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
     calibration bench uses it, with `results`, to run thousands of analyses."""
 
     summary_model = FairnessSummary
+    protocol = staticmethod(fairness_protocol)
 
     def __init__(self, *, intervals: bool = True) -> None:
         self.intervals = intervals

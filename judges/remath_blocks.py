@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from engine import (
     MEANINGFUL_R,
+    SIMRUN_ADDITION,
     Block,
     BlockCell,
     Brief,
@@ -267,7 +268,7 @@ def _automated(data: RemathResults) -> list[Block]:
         'words. "original" is the novice tutor\'s reply.'
     )
     title = "Task C: automated metrics against the expert reply (the paper's Table 8)"
-    return [Section(title, (note, table), key="remath-table8")]
+    return [Section(title, (note, table), key="remath-table8", provenance="ReMath Table 8")]
 
 
 def remath_blocks(data: RemathResults) -> list[Block]:
@@ -282,11 +283,14 @@ def remath_blocks(data: RemathResults) -> list[Block]:
         )
         title = "Tasks A and B: agreement with the expert's labels (the paper's Tables 1 and 2)"
         confusions = tuple(_confusion(r) for r in data.agreement)
-        blocks.append(Section(title, (intro, _agreement(data.agreement), *confusions), key="remath-agreement"))
+        agreement: tuple[Block, ...] = (intro, _agreement(data.agreement), *confusions)
+        blocks.append(Section(title, agreement, key="remath-agreement", provenance="ReMath Tables 1–2"))
     if data.conditions:
         title = f"Task C: replies against {_baseline(data)} (the paper's Table 3)"
-        blocks.append(Section(title, tuple(_conditions(data)), key="remath-conditions"))
+        origin = "ReMath Table 3; the `predicted` row: " + SIMRUN_ADDITION
+        blocks.append(Section(title, tuple(_conditions(data)), key="remath-conditions", provenance=origin))
     blocks += _automated(data)
     title = "Task C: paired differences between conditions"
-    blocks.append(Section(title, tuple(_differences(data.differences)), key="remath-differences"))
+    differences = tuple(_differences(data.differences))
+    blocks.append(Section(title, differences, key="remath-differences", provenance=SIMRUN_ADDITION))
     return blocks

@@ -36,6 +36,7 @@ from engine import (
     lazy_module,
 )
 
+from .protocols import remath_protocol
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
 from .remath_model import RemathSummary
@@ -103,6 +104,7 @@ def _label_match(record: EpisodeRecord, label: str) -> bool | None:
 
 class RemathSummarizer(BlockSummarizer[RemathSummary]):
     summary_model = RemathSummary
+    protocol = staticmethod(remath_protocol)
 
     def blocks(self, summary: RemathSummary, /) -> list[Block]:
         """Tasks A/B agreement and confusion, Task C by condition, its paired tests and Table 8."""

@@ -17,7 +17,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import ITEM_SOURCES, Item, ScenarioError
+from engine import ITEM_SOURCES, CountedItems, Intake, Item, ScenarioError
 
 __all__ = (
     "Dimension",
@@ -107,15 +107,19 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
     limit = options.get("limit")
     tax = taxonomy()
     items: list[Item] = []
+    intake = Intake()
     try:
         lines = path.read_bytes().splitlines()
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
+            intake.skip("blank line")
             continue
+        intake.read = (intake.read or 0) + 1
         if limit is not None and len(items) >= int(limit):
-            break
+            intake.skip("past the source's limit")
+            continue
         try:
             record = orjson.loads(line)
             dimension = tax.dimension(record["parent_risk"])
@@ -140,4 +144,4 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
                 },
             )
         )
-    return items
+    return CountedItems(items, intake)

@@ -155,7 +155,11 @@ def _load(
     flags: dict[str, object] = {"limit": limit, "seed": seed, "concurrency": concurrency, "max_episodes": max_episodes}
     flags |= {f"executor.{key}": value for key, value in (executor or {}).items()}
     extra = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
-    return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+    built = load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+    for intake in built.intake:
+        if intake.skipped:
+            Console(stderr=True).print(Text(f"items: {intake.line()}", style="yellow"))
+    return built
 
 
 @cli.command()

@@ -15,7 +15,8 @@ from pathlib import Path
 from engine.core._errors import ScenarioError
 from engine.runtime._checks import Plugins, check_scenario, load_checked
 from engine.runtime._plugins import Agent, CallEstimate, DialogueProtocol, Judge, Summarizer
-from engine.scenario._plan import Design, Episode, load_items, plan_designed
+from engine.scenario._intake import Intake
+from engine.scenario._plan import Design, Episode, load_counted_items, plan_designed
 from engine.scenario._spec import ModelSpec, Scenario
 
 __all__ = ("BuiltScenario", "build", "load_built", "preflight")
@@ -35,6 +36,8 @@ class BuiltScenario:
     """`Scenario.content_hash`, what records and a resume are checked against."""
     tutor: Agent | None = None
     """A tutor given in code instead of the scenario's (embedding, tests), shared by every episode."""
+    intake: tuple[Intake, ...] = ()
+    """Per item source, what it read, kept and skipped (the manifest's "items_intake")."""
 
     @property
     def protocol(self) -> DialogueProtocol:
@@ -84,7 +87,8 @@ def build(scenario: Scenario, *, plugins: Plugins | None = None, tutor: Agent | 
     """
     if plugins is None:
         plugins = check_scenario(scenario, check_credentials=False)
-    episodes = plan_designed(scenario, load_items(scenario), plugins.design)
+    items, intake = load_counted_items(scenario)
+    episodes = plan_designed(scenario, items, plugins.design)
     built = BuiltScenario(
         scenario=scenario,
         plugins=plugins,
@@ -92,6 +96,7 @@ def build(scenario: Scenario, *, plugins: Plugins | None = None, tutor: Agent | 
         models=tuple(scenario.models.by_role()),
         scenario_hash=scenario.content_hash(),
         tutor=tutor,
+        intake=tuple(intake),
     )
     preflight(built)
     return built

@@ -509,6 +509,8 @@ class Runner:
                 "simrun_version": _versions().get("simrun", "unknown"),
                 "record_version": RECORD_VERSION,
                 "scenario": self.redactor.data(scenario.resolved()),
+                "scenario_file": scenario.source,
+                "items_intake": [intake.as_dict() for intake in self.built.intake],
                 "scenario_hash": self.built.scenario_hash,
                 "plan_hash": self._plan_hash,
                 "kind": scenario.kind,

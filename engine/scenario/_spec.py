@@ -262,6 +262,7 @@ class Scenario(_Spec):
     """Where episodes are played (`local` or `ray`); like `concurrency`, not part of the scenario hash."""
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _source: str = PrivateAttr(default="")
 
     @field_validator("factors")
     @classmethod
@@ -285,10 +286,17 @@ class Scenario(_Spec):
         """Folder that relative paths in the scenario are resolved against."""
         return self._base_dir
 
-    def with_base_dir(self, base_dir: Path) -> Scenario:
+    def with_base_dir(self, base_dir: Path, source: str = "") -> Scenario:
         scenario = self.model_copy()
         scenario._base_dir = base_dir
+        scenario._source = source or self._source
         return scenario
+
+    @property
+    def source(self) -> str:
+        """The scenario file as it was named when loaded ("" when built from data), so a report can say which
+        file produced it."""
+        return self._source
 
     def resolved(self) -> dict[str, Any]:
         """The scenario as plain JSON data (secrets never live here: keys are only named, by variable)."""

@@ -108,7 +108,7 @@ def test_markdown_nests_the_cells_under_their_sections_and_the_terminal_keeps_to
     headings = [line for line in markdown.splitlines() if line.startswith("#")]
     assert headings[:5] == [
         "## Fairness findings",
-        "## Mean |r| (EduFair's tables)",
+        "## Mean |r| · explicit cues",
         "### explicit cues · domain all",
         "### explicit cues · domain algebra",
         "### explicit cues · domain optics",
