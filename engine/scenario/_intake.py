@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.scenario._items import Item
+if TYPE_CHECKING:
+    from engine.scenario._items import Item
 
 __all__ = ("CountedItems", "Intake")
 
@@ -54,7 +55,7 @@ class Intake:
         }
 
 
-class CountedItems(list[Item]):
+class CountedItems(list["Item"]):
     """The items a source kept, with its intake (`kept` is set from the list)."""
 
     def __init__(self, items: Iterable[Item], intake: Intake) -> None:
