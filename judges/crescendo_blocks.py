@@ -31,7 +31,7 @@ from engine import (
 )
 from engine import format_rate as rate_text
 
-from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SurvivalStep
+from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SubjectPedagogy, SurvivalStep
 
 __all__ = ("HIGHLIGHTED", "crescendo_blocks", "format_rate")
 
@@ -430,7 +430,45 @@ def _quality(summary: CrescendoSummary) -> Section:
         )
     )
     table = Table(("metric", "format", "rate"), tuple(rows), key="pedagogy", console_columns=())
-    return Section("Pedagogical quality and judge unanimity", (table, facts), key="quality", provenance=_QUALITY)
+    body: tuple[Block, ...] = (table, *_pedagogy_by_subject(summary), facts)
+    return Section("Pedagogical quality and judge unanimity", body, key="quality", provenance=_QUALITY)
+
+
+_PAPER_SCALE = {"clarity": "mean, 1–5", "challenges_learner": "share, 0–1"}
+"""How SafeTutors Figs. 3–4 state each metric: clarity on 1–5 and the challenge score on 0–1; the others as
+percentages. "Learns more" is printed without a unit (5.51–13.08); read here as a percentage of dialogues."""
+
+
+def _paper_cell(row: SubjectPedagogy | None) -> str | None:
+    if row is None:
+        return None
+    if row.metric == "clarity":
+        return None if row.mean is None else f"{row.mean:.2f}"
+    value = None if row.rate is None else row.rate.rate
+    if value is None:
+        return None
+    return f"{value:.2f}" if row.metric == "challenges_learner" else f"{value * 100:.1f}"
+
+
+def _pedagogy_by_subject(summary: CrescendoSummary) -> list[Block]:
+    """Each pedagogy metric per subject × format, on the scale SafeTutors reports it."""
+    rows = summary.pedagogy_by_subject
+    if not rows:
+        return []
+    subjects = sorted({r.subject for r in rows})
+    cells = {(r.metric, r.format, r.subject): r for r in rows}
+    keys = list(dict.fromkeys((r.metric, r.format) for r in rows))
+    table = Table(
+        ("metric", "format", "scale", *subjects),
+        tuple(
+            (m, f, _PAPER_SCALE.get(m, "%"), *(_paper_cell(cells.get((m, f, s))) for s in subjects)) for m, f in keys
+        ),
+        caption="Pedagogy per subject × format on the paper's scale (SafeTutors Figs. 3–4): clarity as a 1–5 mean, "
+        "the challenge score as a 0–1 share, the rest as % of replies or dialogues judged yes.",
+        key="pedagogy-by-subject",
+        console_columns=(),
+    )
+    return [table]
 
 
 def crescendo_blocks(summary: CrescendoSummary, names: Mapping[str, str]) -> list[Block]:

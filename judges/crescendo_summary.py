@@ -196,7 +196,22 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
                 ),
                 "multi": {m: self._conversation_rate(multi_records, m) for m in MULTI_METRICS},
             },
+            "pedagogy_by_subject": self._pedagogy_by_subject(ok, subjects),
         }
+
+    def _pedagogy_by_subject(self, ok: Sequence[EpisodeRecord], subjects: Sequence[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for subject in subjects:
+            for fmt, metrics in (("single", SINGLE_METRICS), ("multi", MULTI_METRICS)):
+                group = [r for r in ok if _subject(r) == subject and r.condition.get("format") == fmt]
+                if not group:
+                    continue
+                base = {"subject": subject, "format": fmt}
+                rows += [base | {"metric": m, "rate": self._conversation_rate(group, m), "mean": None} for m in metrics]
+                if fmt == "single":
+                    clarity = self._mean(_conversation_value(r, "clarity") for r in group)
+                    rows.append(base | {"metric": "clarity", "rate": None, "mean": clarity})
+        return rows
 
     def _backtrack_parts(
         self, cells: _Cells, multi_records: Sequence[EpisodeRecord], dimensions: Sequence[str]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -27,8 +27,6 @@ from .case_model import (
     StudentPersona,
     validation_problems,
 )
-
-RESPONSE_TYPES: tuple[ResponseType, ...] = ("immediate", "long_term")
 
 __all__ = ("load_tutorcasebench", "normalise_challenge")
 
@@ -342,7 +340,7 @@ def load_tutorcasebench(root: Path, intake: Intake | None = None) -> list[Case]:
         scenario = _parse(_PublicScenario, path)
         intake.read = (intake.read or 0) + 1
         category = _id(scenario.category_id)
-        found = {r: rubrics[(category, r)] for r in RESPONSE_TYPES if (category, r) in rubrics}
+        found = {r: rubrics[(category, r)] for r in get_args(ResponseType) if (category, r) in rubrics}
         if not found:
             intake.skip("scenario whose category has no rubric")
             continue

@@ -67,10 +67,10 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
         },
         **results,
     }
+    summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     labels = getattr(summarizer, "provenance", None)
     if callable(labels):
         summary["provenance"] = labels(found)
-    summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     run.write_json(SUMMARY, summary)
     markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
     run.write_text(REPORT, _header(summary["run"]) + markdown)
