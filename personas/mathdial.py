@@ -66,7 +66,7 @@ class MathDialSource:
             lines = source.read_bytes().splitlines()
         except OSError as exc:
             raise ScenarioError(f"{source}: cannot read MathDial file ({exc.strerror or exc})") from None
-        intake, items, seen = Intake(), [], set()
+        intake, items, seen = Intake(), list[Item](), set[str]()
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 intake.skip("blank line")

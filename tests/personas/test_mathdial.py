@@ -48,7 +48,7 @@ def test_final_answer_is_the_last_lines_number(solution: str, answer: str) -> No
 
 
 def test_reads_problems_once_and_counts_every_skip(tmp_path: Path) -> None:
-    path = _write(
+    _write(
         tmp_path / "test.jsonl",
         [
             _record(1, "Five rows of six chairs: how many chairs?", "5 * 6 = 30\n 30"),
