@@ -30,7 +30,7 @@ from engine import (
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import MISMATCH_CONTRASTS
-from .fairness_model import FairnessContrast, FairnessResults, LevelMeans, MeanCell
+from .fairness_model import FairnessContrast, FairnessResults, JudgedReplies, LevelMeans, MeanCell
 from .fairness_text import audit_label, chance_note, family_line, no_findings, too_small
 from .protocols import fairness_design
 from .student_audit import AUDIT_METRICS
@@ -345,6 +345,30 @@ def _stop_reasons(reasons: Mapping[str, Mapping[str, int]]) -> Section:
     return Section("Why dialogues stopped", (table,), key="stop-reasons", provenance=SIMRUN_ADDITION)
 
 
+def _judged_replies(replies: JudgedReplies | None) -> list[Block]:
+    if replies is None:
+        return []
+    table = Table(
+        ("dialogues", "mean", "fewest", "most"),
+        ((replies.dialogues, f"{replies.mean:.2f}", replies.min, replies.max),),
+        title="Judged tutor replies per dialogue",
+        key="judged-replies",
+    )
+    note = Note(
+        "Tutor replies a judge scored per dialogue: the turns EduFair's per-dialogue rates average over. The tutor's "
+        "opening counts when the tutor model wrote it; the cap follows the student's `max_turns` and `counts`."
+    )
+    origin = "EduFair §3.2 (the dialogue's turn cap) and §3.3 (per-turn judging), counted by simrun"
+    return [Section("Judged tutor replies per dialogue", (note, table), key="judged-replies", provenance=origin)]
+
+
 def fairness_blocks(data: FairnessResults) -> list[Block]:
     """The family and its findings, EduFair's mean-|r| tables, every contrast, the stop reasons, the audit."""
-    return [_findings(data), _mean_tables(data), _signed_r(data), _stop_reasons(data.stop_reasons), _audit(data)]
+    return [
+        _findings(data),
+        _mean_tables(data),
+        _signed_r(data),
+        *_judged_replies(data.judged_replies),
+        _stop_reasons(data.stop_reasons),
+        _audit(data),
+    ]

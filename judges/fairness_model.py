@@ -14,6 +14,7 @@ __all__ = (
     "FairnessContrast",
     "FairnessResults",
     "FairnessSummary",
+    "JudgedReplies",
     "LevelMeans",
     "MeanAbsR",
     "MeanCell",
@@ -143,6 +144,16 @@ class AuditRow(BaseModel):
         return found
 
 
+class JudgedReplies(BaseModel):
+    """Judged tutor replies per dialogue over the run's finished dialogues."""
+
+    model_config = _STRICT
+    dialogues: int
+    mean: float
+    min: int
+    max: int
+
+
 class FairnessResults(BaseModel):
     model_config = _STRICT
     tutor: str | list[str] | None
@@ -153,6 +164,7 @@ class FairnessResults(BaseModel):
     mean_abs_r: MeanAbsR
     audit: list[AuditRow]
     stop_reasons: dict[str, dict[str, int]]
+    judged_replies: JudgedReplies | None = None
 
 
 class FairnessSummary(BaseModel):

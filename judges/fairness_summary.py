@@ -25,6 +25,7 @@ from .conversation_stats import CONVERSATION_STATS
 from .fairness_blocks import ALL_DOMAINS, fairness_blocks
 from .fairness_model import FairnessSummary
 from .fairness_planning import planning_lines
+from .fairness_replies import judged_replies
 from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r
 from .protocols import fairness_protocol
 from .student_audit import AUDIT_METRICS
@@ -120,6 +121,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
             "mean_abs_r": mean_abs_r(contrasts),
             "audit": self._audit(ok),
             "stop_reasons": self._stop_reasons(ok),
+            "judged_replies": judged_replies(ok),
         }
 
     def _cell(

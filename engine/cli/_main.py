@@ -159,6 +159,8 @@ def _load(
     for intake in built.intake:
         if intake.skipped:
             Console(stderr=True).print(Text(f"items: {intake.line()}", style="yellow"))
+    for refused in built.scenario.models.decoding_refused():
+        Console(stderr=True).print(Text(f"decoding: {refused}", style="yellow"))
     return built
 
 

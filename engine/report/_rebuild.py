@@ -64,6 +64,7 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
             "protocol": protocol_of(summarizer, manifest),
             "scenario_file": manifest.get("scenario_file") or "",
             "items_intake": manifest.get("items_intake") or [],
+            "decoding_refused": manifest.get("decoding_refused") or [],
         },
         **results,
     }
@@ -128,6 +129,7 @@ def _header(info: dict[str, Any]) -> str:
         )
     lines += [f"- warning: {warning}" for warning in info.get("warnings") or []]
     lines += [f"- items skipped: {_intake_line(i)}" for i in info.get("items_intake") or [] if i.get("skipped")]
+    lines += [f"- decoding not applied: {refused}" for refused in info.get("decoding_refused") or []]
     if info["simulated"]:
         lines += [
             "",

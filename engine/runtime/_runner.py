@@ -511,6 +511,7 @@ class Runner:
                 "scenario": self.redactor.data(scenario.resolved()),
                 "scenario_file": scenario.source,
                 "items_intake": [intake.as_dict() for intake in self.built.intake],
+                "decoding_refused": scenario.models.decoding_refused(),
                 "scenario_hash": self.built.scenario_hash,
                 "plan_hash": self._plan_hash,
                 "kind": scenario.kind,

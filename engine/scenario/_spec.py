@@ -136,14 +136,38 @@ class ModelsSpec(_Spec):
     tutor: ModelSpec
     student: ModelSpec | None = None
     judge: list[ModelSpec] = Field(default_factory=list)
+    decoding: dict[Literal["tutor", "student", "judge"], dict[str, Any]] = Field(default_factory=dict)
+    """A protocol's decoding per role (e.g. a paper's `temperature`, `max_tokens`), applied to every model of the
+    role that is a real endpoint (its own `params` win); the deterministic sim honours `temperature: 0` only and
+    says what it refuses (`decoding_refused`)."""
 
     def by_role(self) -> list[tuple[str, ModelSpec]]:
-        """Every model of the scenario with its role, judges once each."""
+        """Every model of the scenario with its role, judges once each, the role's decoding applied."""
         found = [("tutor", self.tutor)]
         if self.student is not None:
             found.append(("student", self.student))
         found.extend(("judge", spec) for spec in self.judge)
-        return found
+        return [(role, self._decoded(role, spec)) for role, spec in found]
+
+    def _decoded(self, role: str, spec: ModelSpec) -> ModelSpec:
+        wanted = self.decoding.get(role)  # type: ignore[call-overload]
+        if not wanted or spec.provider == "sim":
+            return spec
+        return spec.model_copy(update={"params": {**wanted, **spec.params}})
+
+    def decoding_refused(self) -> list[str]:
+        """What the sim cannot honour of the decoding: it is deterministic, so only a temperature of 0."""
+        refused = []
+        for role, spec in (("tutor", self.tutor), ("student", self.student), *(("judge", j) for j in self.judge)):
+            wanted = self.decoding.get(role, {}) if spec is not None and spec.provider == "sim" else {}  # type: ignore[call-overload]
+            dropped = {k: v for k, v in wanted.items() if not (k == "temperature" and v == 0)}
+            if dropped:
+                settings = ", ".join(f"{k}={v}" for k, v in sorted(dropped.items()))
+                refused.append(
+                    f"{spec.model if spec else role} ({role}) cannot honour {settings}: the sim is deterministic "
+                    "and writes its own replies; it runs without them (a real endpoint applies them)"
+                )
+        return refused
 
     @field_validator("judge", mode="before")
     @classmethod
