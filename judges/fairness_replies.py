@@ -15,8 +15,7 @@ def _judged(record: EpisodeRecord) -> int:
     counted = record.metrics.get("judged_tutor_turns")
     if isinstance(counted, int) and not isinstance(counted, bool):
         return counted
-    tutor = {t.index for t in record.turns if t.role == "tutor"}
-    return len({j.target for j in record.judgments if isinstance(j.target, int) and j.target in tutor})
+    return len({j.target for j in record.judgments if isinstance(j.target, int)})  # fairness judges tutor turns only
 
 
 def judged_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any] | None:
