@@ -31,6 +31,7 @@ from engine import (
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import MISMATCH_CONTRASTS
 from .fairness_model import FairnessContrast, FairnessResults, JudgedReplies, LevelMeans, MeanCell
+from .fairness_pivot import pivot_tables
 from .fairness_text import audit_label, chance_note, family_line, no_findings, too_small
 from .protocols import fairness_design
 from .student_audit import AUDIT_METRICS
@@ -368,6 +369,7 @@ def fairness_blocks(data: FairnessResults) -> list[Block]:
         _findings(data),
         _mean_tables(data),
         _signed_r(data),
+        *pivot_tables(data),
         *_judged_replies(data.judged_replies),
         _stop_reasons(data.stop_reasons),
         _audit(data),
