@@ -24,6 +24,7 @@ from engine import (
     Table,
     format_effect,
     format_p,
+    format_rate,
     pct_or_none,
 )
 
@@ -32,7 +33,7 @@ from .cases_model import CasesResults, CriteriaRow, GainRow, McqRow
 __all__ = ("cases_blocks", "rate_cell")
 
 ALL = "all"
-DISTINCT_N = (1, 2, 3, 4)
+DISTINCT_N = (1, 2, 3, 4, 5)
 _ABOVE_CHANCE = "#12b76a"
 
 
@@ -310,6 +311,30 @@ def _diversity(data: CasesResults) -> Section:
     return Section(title, (note, table), key=key, provenance=origin)
 
 
+def _recovery(data: CasesResults) -> list[Block]:
+    rows = data.case_recovery
+    if not rows:
+        return []
+    table = Table(
+        ("response", "responses", "recovered [95% Wilson]", "chance"),
+        tuple(
+            (r.response, r.n, format_rate(r.model_dump(), style="precise"), f"{r.chance:.1%}")
+            for r in data.case_recovery
+        ),
+        key="cases-recovery",
+        console_columns=(),
+    )
+    note = Note(
+        "Share of open responses whose nearest other response in the run (TF-IDF cosine, same response type) "
+        "answers the same case; chance: the share of other responses from the same case (a neighbour drawn at random)."
+    )
+    origin = (
+        "TutorCaseBench §5 and App. P (case-recovery rate); here the neighbour is the run's own nearest response, "
+        "not another model's by embedding"
+    )
+    return [Section("Case specificity: case-recovery rate", (note, table), key="cases-recovery", provenance=origin)]
+
+
 def cases_blocks(data: CasesResults) -> list[Block]:
     """The cases results from `summary["cases"]`."""
     blocks: list[Block] = [
@@ -319,6 +344,7 @@ def cases_blocks(data: CasesResults) -> list[Block]:
         _reference_gain(data),
         _deescalation(data),
         _diversity(data),
+        *_recovery(data),
     ]
     if data.skipped:
         skipped = ", ".join(f"{task} {count}" for task, count in data.skipped.items())

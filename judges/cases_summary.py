@@ -35,6 +35,7 @@ from engine import (
     paired_contrast,
 )
 
+from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
 from .checklist import distinct_n, top_ngram
@@ -58,7 +59,7 @@ CHALLENGE_ORDER = (
     "academic_struggle",
 )
 RESPONSES = ("immediate", "long_term")
-DISTINCT_N = (1, 2, 3, 4)
+DISTINCT_N = (1, 2, 3, 4, 5)
 
 
 def _number(value: object) -> float | None:
@@ -116,6 +117,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                 "reference_gain": self._reference_gain(open_records, seed),
                 "deescalation": self._deescalation(interactive, seed),
                 "diversity": self._diversity(open_records),
+                "case_recovery": case_recovery(open_records, lambda r: open_scores(r)[2]),
                 "skipped": dict(sorted(skipped.items())),
             }
         }

@@ -53,6 +53,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
         "reference_gain",
         "deescalation",
         "diversity",
+        "case_recovery",
         "skipped",
     ]
     assert list(cases["success"][0]) == ["challenge_type", "response", "reference", *CLUSTERED]
@@ -67,7 +68,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
     gain = ["metric", "response", "mean_retrieved", "mean_none", "gain"]
     assert list(cases["reference_gain"][0]) == [*gain, *CONTRAST, "violation", "p_family"]
     assert list(cases["deescalation"][0]) == ["by", "group", *CLUSTERED]
-    distinct = [f"distinct_{n}" for n in (1, 2, 3, 4)]
+    distinct = [f"distinct_{n}" for n in (1, 2, 3, 4, 5)]
     assert list(cases["diversity"][0]) == ["response", "reference", "responses", *distinct, "top_4gram"] + [
         "top_4gram_share"
     ]
