@@ -40,6 +40,7 @@ from .protocols import remath_protocol
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
 from .remath_model import RemathSummary
+from .remath_pairings import pairings
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
 
@@ -168,6 +169,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             "automated": automated,
             "against": sorted({str(row["against"]) for row in conditions if row["against"]}),
             "items": len(items),
+            "pairings": pairings(ok),
         }
 
     @staticmethod
