@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engine import Intake, ScenarioError
 
@@ -66,11 +66,33 @@ class _PublicTurn(_Loose):
     is_challenging_behavior: bool = False
 
 
+def _flat(value: Any) -> str:
+    """The release writes some context fields as text and others as objects (`{"content": ..., ...}`), lists
+    of quotes among them: each becomes one line of `name: value` parts, empty parts left out."""
+    if isinstance(value, dict):
+        parts = [(k, _flat(v)) for k, v in value.items()]
+        return "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in parts if v)
+    if isinstance(value, list):
+        return " / ".join(text for text in map(_flat, value) if text)
+    return "" if value is None else str(value).strip()
+
+
 class _PublicContent(_Loose):
     task: str = ""
     context: str = ""
     challenging_behavior_trigger: str = ""
     behavior_patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("task", "context", "challenging_behavior_trigger", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return _flat(value)
+
+    @field_validator("behavior_patterns", mode="before")
+    @classmethod
+    def _patterns(cls, value: Any) -> list[str]:
+        items = value if isinstance(value, list) else [value]
+        return [text for text in map(_flat, items) if text]
 
 
 class _PublicFull(_Loose):

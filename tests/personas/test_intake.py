@@ -14,7 +14,7 @@ import yaml
 from agents.case_tasks import Reference, task_prompt
 from engine import ITEM_SOURCES, CountedItems, Intake, build_scenario, run_sync
 from engine.cli._main import main
-from personas import builtin_cases, case_of
+from personas import builtin_cases, case_of, load_tutorcasebench
 from tests.helpers import ITEMS, scenario_data, write_bank
 from tests.personas.test_cases import _rubric, _scenario, write_public_fixture
 from tests.personas.test_remath import bridge_record
@@ -158,3 +158,23 @@ def test_the_command_line_prints_a_source_that_skipped_something(
     assert main(["validate", str(tmp_path / "s.yaml")]) == 0
     err = capsys.readouterr().err
     assert "items: bank bank.yaml: read 3, kept 1, skipped 2 (domain not selected 2)" in err
+
+
+def test_the_release_writes_context_fields_as_objects_and_they_read_as_text(tmp_path: Path) -> None:
+    """The public release nests task, context, trigger and patterns as objects; each reads as one line."""
+    data = _scenario(21, 5, "Emotional Distress", [("Tutor", "Begin the sheet."), ("Student", "I can't!")])
+    data["full_context"]["content"] = {
+        "task": {"content": "An invented worksheet", "learning_goal": ""},
+        "context": {"environment": "A made-up club", "materials": "Paper"},
+        "challenging_behavior_trigger": {"condition": "When time ran out", "related_quotes": ["Not yet!", "No."]},
+        "behavior_patterns": [{"condition": "Before drawing", "observable_behavior": "Says it is bad"}, "Sighs."],
+    }
+    root = write_public_fixture(tmp_path / "tcb", [data])
+    (case,) = load_tutorcasebench(root)
+    assert case.full_context.task == "content: An invented worksheet"
+    assert case.full_context.context == "environment: A made-up club; materials: Paper"
+    assert case.full_context.trigger == "condition: When time ran out; related quotes: Not yet! / No."
+    assert case.full_context.behavior_patterns == [
+        "condition: Before drawing; observable behavior: Says it is bad",
+        "Sighs.",
+    ]
