@@ -86,7 +86,10 @@ def reference_strategies(item: Item, response: ResponseType) -> list[Reference]:
 
 
 def task_prompt(case: Case, response: ResponseType, references: Sequence[Reference] = ()) -> str:
-    """The open-ended task as the tutor reads it: minimal context, dialogue, optional references, instruction."""
+    """The open-ended task as the tutor reads it: minimal context, dialogue, optional references, instruction;
+    or, without references, the dataset's own prompt for the case when it ships one."""
+    if not references and case.prompts.get(response):
+        return case.prompts[response]
     parts = [f"SITUATION\n{case.minimal_context}", f"DIALOGUE\n{_dialogue(case)}"]
     if references:
         blocks = []

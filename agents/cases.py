@@ -252,6 +252,9 @@ class CasesProtocol:
         if task in ("mcq4", "binary"):
             await self._mcq(ctx, case, response, task)
             return
+        if not case.rubric(response):
+            ctx.metrics["skipped"] = f"no {response} rubric"
+            return
         reply = await ctx.tutor.respond(ctx)
         if reply is None:
             ctx.metrics["skipped"] = "tutor_quit"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -76,9 +76,17 @@ class PersonaStudent:
         """The student's system prompt (a template that may use `item`). Default: the design's profile
         (`extras["student_profile"]`, from its demographics file), else the built-in one."""
         max_turns: int = Field(default=10, ge=2, le=100)
-        """Total turns of both roles, the tutor's opening included (the fairness protocol stops there)."""
+        """The dialogue's turn budget (the fairness protocol stops there), counted as `counts` says."""
+        counts: Literal["messages", "tutor_turns"] = "messages"
+        """What `max_turns` counts: every message of either side, the opening included (`messages`), or the
+        tutor's turns (`tutor_turns`: the dialogue ends after the tutor's `max_turns`-th turn)."""
         opening: str = DEFAULT_OPENING
-        """The tutor's opening turn, a template that may use `item` only."""
+        """The tutor's opening turn, a template that may use `item` only (with `opening_by: template`)."""
+        opening_by: Literal["template", "model"] = "template"
+        """Who writes the tutor's opening: the `opening` template, identical across conditions and never judged,
+        or the tutor model itself (`model`), told only to open the session, and judged like every tutor reply."""
+        framing: str = ""
+        """A line put before the profile, a template that may use `item` (e.g. the grade and the class)."""
 
         @field_validator("profile")
         @classmethod
@@ -92,6 +100,11 @@ class PersonaStudent:
         def _opening_uses_item_only(cls, value: str) -> str:
             return _item_only(value, "opening")
 
+        @field_validator("framing")
+        @classmethod
+        def _framing_uses_item_only(cls, value: str) -> str:
+            return _item_only(value, "framing")
+
     def __init__(self, options: Options) -> None:
         self.options = options
 
@@ -103,12 +116,21 @@ class PersonaStudent:
     def opening(self) -> str:
         return self.options.opening
 
+    @property
+    def counts(self) -> str:
+        return self.options.counts
+
+    @property
+    def opening_by(self) -> str:
+        return self.options.opening_by
+
     def profile(self, extras: Mapping[str, Any] | None = None) -> str:
         """The profile in force: the `profile` option, else the design's, else the built-in one."""
+        framing = f"{self.options.framing.strip()} " if self.options.framing.strip() else ""
         if self.options.profile is not None:
-            return self.options.profile
+            return framing + self.options.profile
         design = (extras or {}).get("student_profile")
-        return design if isinstance(design, str) and design.strip() else builtin_profile()
+        return framing + (design if isinstance(design, str) and design.strip() else builtin_profile())
 
     async def respond(self, ctx: EpisodeContext, /) -> Utterance | None:
         client = ctx.clients.get("student")

@@ -22,7 +22,8 @@ defaults apply — so a scripted student can be used with the same protocol.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal, Protocol, runtime_checkable
 
@@ -32,6 +33,7 @@ from engine import (
     CallEstimate,
     Episode,
     EpisodeContext,
+    Turn,
     Utterance,
     judge_calls,
     mentions_answer,
@@ -101,22 +103,53 @@ class TutorLedSettings(Protocol):
     def opening(self) -> str: ...
 
 
-def _settings(student: object) -> tuple[int, str]:
+@dataclass(frozen=True)
+class Dialogue:
+    """The tutor-led dialogue's settings: the turn budget, what it counts, and who writes the opening."""
+
+    max_turns: int = DEFAULT_MAX_TURNS
+    opening: str = DEFAULT_OPENING
+    counts: str = "messages"
+    opening_by: str = "template"
+
+    def room(self, turns: Sequence[Turn]) -> bool:
+        """Whether another turn fits the budget (`tutor_turns`: the tutor's last turn closes it at the cap)."""
+        if self.counts == "tutor_turns":
+            played = sum(1 for t in turns if t.role == "tutor")
+            return not (turns and turns[-1].role == "tutor" and played >= self.max_turns)
+        return len(turns) < self.max_turns
+
+
+def _settings(student: object) -> Dialogue:
     if isinstance(student, TutorLedSettings):
-        return student.max_turns, student.opening
-    return DEFAULT_MAX_TURNS, DEFAULT_OPENING
+        return Dialogue(
+            student.max_turns,
+            student.opening,
+            str(getattr(student, "counts", "messages")),
+            str(getattr(student, "opening_by", "template")),
+        )
+    return Dialogue()
 
 
 class FairnessProtocol:
     """Runs one tutor-led dialogue; records `stop_reason` and `turns` in the episode's metrics."""
 
     async def run(self, ctx: EpisodeContext, /) -> None:
-        max_turns, opening = _settings(ctx.student)
+        dialogue = _settings(ctx.student)
         item = ctx.episode.item
-        await ctx.add_turn("tutor", Utterance(render(opening, {"item": item})))
         stop: StopReason = "max_turns"
+        judged = 0
+        if dialogue.opening_by == "model":
+            opening = await ctx.tutor.respond(ctx)
+            if opening is None:
+                stop = "tutor_quit"
+            else:
+                await ctx.judge((await ctx.add_turn("tutor", opening)).index)
+                judged += 1
+        else:
+            await ctx.add_turn("tutor", Utterance(render(dialogue.opening, {"item": item})))
         student_stated = False
-        while len(ctx.turns) < max_turns:
+        while stop != "tutor_quit" and dialogue.room(ctx.turns):
             if ctx.turns[-1].role == "tutor":
                 utterance = await ctx.student.respond(ctx)
                 if utterance is None:
@@ -131,6 +164,7 @@ class FairnessProtocol:
                 break
             turn = await ctx.add_turn("tutor", reply)
             await ctx.judge(turn.index)
+            judged += 1
             if student_stated:  # the tutor has had its one reply to the student's answer
                 stop = "student_solved"
                 break
@@ -138,18 +172,24 @@ class FairnessProtocol:
                 stop = "tutor_revealed"
                 break
         await ctx.judge("conversation")
-        ctx.metrics.update(stop_reason=stop, turns=len(ctx.turns))
-        ctx.meta["max_turns"] = max_turns
+        ctx.metrics.update(stop_reason=stop, turns=len(ctx.turns), judged_tutor_turns=judged)
+        ctx.meta["max_turns"] = dialogue.max_turns
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Upper bound: every turn up to `max_turns` is played (the opening costs nothing)."""
+        """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing)."""
         scenario = built.scenario
         del episode
-        max_turns = getattr(built.plugins.student_options, "max_turns", DEFAULT_MAX_TURNS)
+        options = built.plugins.student_options
+        max_turns = getattr(options, "max_turns", DEFAULT_MAX_TURNS)
         if not isinstance(max_turns, int):
             max_turns = DEFAULT_MAX_TURNS
-        tutor_calls = (max_turns - 1) // 2  # turns 2, 4, ... below max_turns
-        student_calls = max_turns // 2  # turns 1, 3, ...
+        by_model = getattr(options, "opening_by", "template") == "model"
+        if getattr(options, "counts", "messages") == "tutor_turns":  # T, S, T, ..., T: max_turns tutor turns
+            tutor_calls, student_calls = max_turns - (not by_model), max_turns - 1
+            max_turns = 2 * max_turns - 1
+        else:
+            tutor_calls = (max_turns - 1) // 2 + by_model  # turns 2, 4, ... below max_turns, and the opening
+            student_calls = max_turns // 2  # turns 1, 3, ...
         context = [_PROMPT_TOKENS + _TOKENS_PER_TURN * index for index in range(1, max_turns)]
         guesses = {
             "tutor": CallEstimate(tutor_calls, sum(context[1::2]) + _REPLY_TOKENS * tutor_calls),

@@ -34,6 +34,7 @@ from .models._sim import (
 )
 from .models._sim_tasks import sim_knobs, sim_task
 from .report._blocks import (
+    SIMRUN_ADDITION,
     Block,
     BlockCell,
     Brief,
@@ -78,6 +79,7 @@ from .runtime._plugins import (
     planning_notes,
 )
 from .runtime._runner import Runner, RunResult
+from .scenario._intake import CountedItems, Intake
 from .scenario._items import ITEM_SOURCES, Item
 from .scenario._load import apply_overrides
 from .scenario._plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
@@ -133,6 +135,7 @@ __all__ = [
     "ClusteredRateSummary",
     "Contrast",
     "ContrastSummary",
+    "CountedItems",
     "Curve",
     "CurvePoint",
     "DESIGNS",
@@ -160,6 +163,7 @@ __all__ = [
     "Histogram",
     "ITEM_SOURCES",
     "InputMemo",
+    "Intake",
     "Interval",
     "Item",
     "ItemSourceSpec",
@@ -199,6 +203,7 @@ __all__ = [
     "RunHandle",
     "RunResult",
     "Runner",
+    "SIMRUN_ADDITION",
     "STUDENTS",
     "SUMMARIZERS",
     "SUMMARY_CONFIG",

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from engine import (
     MEANINGFUL_R,
+    SIMRUN_ADDITION,
     Block,
     BlockCell,
     ClusteredRateSummary,
@@ -23,6 +24,7 @@ from engine import (
     Table,
     format_effect,
     format_p,
+    format_rate,
     pct_or_none,
 )
 
@@ -31,8 +33,11 @@ from .cases_model import CasesResults, CriteriaRow, GainRow, McqRow
 __all__ = ("cases_blocks", "rate_cell")
 
 ALL = "all"
-DISTINCT_N = (1, 2, 3, 4)
+DISTINCT_N = (1, 2, 3, 4, 5)
 _ABOVE_CHANCE = "#12b76a"
+
+
+_MCQ_OPTIONS = "options chosen by simrun's heuristic, not the paper's LLM selection"
 
 
 def rate_cell(row: ClusteredRateSummary | None) -> str:
@@ -52,9 +57,10 @@ def _columns(data: CasesResults) -> list[tuple[str, str]]:
 
 def _success(data: CasesResults) -> Section:
     title, key = "Open responses: success rate by challenge type", "cases-success"
+    origin = "TutorCaseBench Table 1 and Fig. 6 (open-response success by challenge type)"
     if not data.success:
         why = "No open response was judged, so there is no success rate (the open task did not run)."
-        return Section(title, (Note(why, console=True),), key=key)
+        return Section(title, (Note(why, console=True),), key=key, provenance=origin)
     columns = _columns(data)
     challenges = (*data.challenge_types, ALL)
     cells = {(r.challenge_type, r.response, r.reference): r for r in data.success}
@@ -83,7 +89,7 @@ def _success(data: CasesResults) -> Section:
         "A response succeeds when at least one criterion of the case's checklist holds (majority of the judge "
         'votes per criterion); "overall" pools both response types.'
     )
-    return Section(title, (intro, plot), key=key)
+    return Section(title, (intro, plot), key=key, provenance=origin)
 
 
 def _pooled_dot(row: CriteriaRow | None) -> Dot | None:
@@ -100,8 +106,9 @@ def _pooled_cell(row: CriteriaRow) -> str:
 
 def _criteria(data: CasesResults) -> Section:
     title, key = "Criterion satisfaction", "cases-criteria"
+    origin = SIMRUN_ADDITION + " (per-criterion satisfaction of the checklists)"
     if not data.criteria:
-        return Section(title, (Note("No open response was judged against its checklist."),), key=key)
+        return Section(title, (Note("No open response was judged against its checklist."),), key=key, provenance=origin)
     columns = sorted({(r.response, r.reference) for r in data.criteria})
     challenges = (*data.challenge_types, ALL)
     cells = {(r.challenge_type, r.response, r.reference): r for r in data.criteria}
@@ -127,7 +134,7 @@ def _criteria(data: CasesResults) -> Section:
         caption="Criterion satisfaction: of all checklist criteria judged for the group's responses, the share "
         "that held.",
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _mcq_panel(rows: Sequence[McqRow], variant: str, types: Sequence[str]) -> DotPanel:
@@ -151,9 +158,10 @@ def _mcq_panel(rows: Sequence[McqRow], variant: str, types: Sequence[str]) -> Do
 
 def _mcq(data: CasesResults) -> Section:
     title, key = "Multiple choice: accuracy vs chance", "cases-mcq"
+    origin = "TutorCaseBench Table 3 (4-option MCQ) and its binary items; " + _MCQ_OPTIONS
     rows = data.mcq
     if not rows:
-        return Section(title, (Note("No multiple-choice task ran.", console=True),), key=key)
+        return Section(title, (Note("No multiple-choice task ran.", console=True),), key=key, provenance=origin)
     types = (*data.challenge_types, ALL)
     ordered = sorted(rows, key=lambda r: (r.variant, r.response != ALL, r.challenge_type == ALL))
     numbers = Table(
@@ -176,7 +184,7 @@ def _mcq(data: CasesResults) -> Section:
         stacked=True,
         console=True,
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _signed(value: float | None, metric: str) -> str | None:
@@ -225,10 +233,11 @@ def _gain(row: GainRow) -> str | None:
 
 def _reference_gain(data: CasesResults) -> Section:
     title, key = "Reference gain (paired per case)", "cases-reference-gain"
+    origin = "TutorCaseBench Fig. 8 (reference-based responses)"
     rows = data.reference_gain
     if not rows:
         why = "No run with retrieved references (design.reference: false), so there is no paired gain."
-        return Section(title, (Note(why),), key=key)
+        return Section(title, (Note(why),), key=key, provenance=origin)
     numbers = Table(
         ("metric", "response", "without", "with retrieved", "gain", "Hodges–Lehmann", "r [95% CI]", "p", "cases"),
         tuple(
@@ -249,14 +258,15 @@ def _reference_gain(data: CasesResults) -> Section:
         "fewer than 15 cases is insufficient).",
         console=True,
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _deescalation(data: CasesResults) -> Section:
     title, key = "Interactive continuation: de-escalation", "cases-deescalation"
+    origin = SIMRUN_ADDITION + " (the interactive continuation)"
     if not data.deescalation:
         why = "No interactive continuation was judged, so there is no de-escalation rate."
-        return Section(title, (Note(why),), key=key)
+        return Section(title, (Note(why),), key=key, provenance=origin)
     order = {t: i for i, t in enumerate([*data.challenge_types, ALL])}
     ordered = sorted(data.deescalation, key=lambda r: (r.by, order.get(r.group, len(order)), r.group))
     numbers = Table(
@@ -279,13 +289,14 @@ def _deescalation(data: CasesResults) -> Section:
         "(judged over the whole dialogue), per challenge type and by whether the first response met its checklist.",
         console=True,
     )
-    return Section(title, (plot,), key=key)
+    return Section(title, (plot,), key=key, provenance=origin)
 
 
 def _diversity(data: CasesResults) -> Section:
     title, key = "Diversity of responses (distinct-n)", "cases-diversity"
+    origin = "TutorCaseBench Fig. 7 (distinct-n diversity)"
     if not data.diversity:
-        return Section(title, (Note("No open responses to measure."),), key=key)
+        return Section(title, (Note("No open responses to measure."),), key=key, provenance=origin)
     body: list[tuple[BlockCell, ...]] = [
         (r.response, r.reference, r.responses)
         + tuple(None if (d := r.distinct(n)) is None else f"{d:.3f}" for n in DISTINCT_N)
@@ -303,7 +314,31 @@ def _diversity(data: CasesResults) -> Section:
         "Distinct-n: unique n-grams over all n-grams of the group's responses (low: templated replies). The top "
         "4-gram is the one found in the most responses, with the share of responses containing it."
     )
-    return Section(title, (note, table), key=key)
+    return Section(title, (note, table), key=key, provenance=origin)
+
+
+def _recovery(data: CasesResults) -> list[Block]:
+    rows = data.case_recovery
+    if not rows:
+        return []
+    table = Table(
+        ("response", "responses", "recovered [95% Wilson]", "chance"),
+        tuple(
+            (r.response, r.n, format_rate(r.model_dump(), style="precise"), f"{r.chance:.1%}")
+            for r in data.case_recovery
+        ),
+        key="cases-recovery",
+        console_columns=(),
+    )
+    note = Note(
+        "Share of open responses whose nearest other response in the run (TF-IDF cosine, same response type) "
+        "answers the same case; chance: the share of other responses from the same case (a neighbour drawn at random)."
+    )
+    origin = (
+        "TutorCaseBench §5 and App. P (case-recovery rate); here the neighbour is the run's own nearest response, "
+        "not another model's by embedding"
+    )
+    return [Section("Case specificity: case-recovery rate", (note, table), key="cases-recovery", provenance=origin)]
 
 
 def cases_blocks(data: CasesResults) -> list[Block]:
@@ -315,8 +350,10 @@ def cases_blocks(data: CasesResults) -> list[Block]:
         _reference_gain(data),
         _deescalation(data),
         _diversity(data),
+        *_recovery(data),
     ]
     if data.skipped:
         skipped = ", ".join(f"{task} {count}" for task, count in data.skipped.items())
-        blocks.append(Note(f"Skipped (the case lacks the material for the task): {skipped}.", console=True))
+        note = Note(f"Skipped (the case lacks the material for the task): {skipped}.", console=True)
+        blocks.append(Section("Skipped tasks", (note,), key="cases-skipped", provenance=SIMRUN_ADDITION))
     return blocks

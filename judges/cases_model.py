@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from engine import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary
 
@@ -15,6 +15,7 @@ __all__ = (
     "DiversityRow",
     "GainRow",
     "McqRow",
+    "RecoveryRow",
     "SuccessRow",
 )
 
@@ -86,6 +87,19 @@ class DeescalationRow(ClusteredRateSummary, _DeescalationKeys):
     model_config = SUMMARY_CONFIG
 
 
+class RecoveryRow(BaseModel):
+    """TutorCaseBench's case-recovery rate of one response type, with its Wilson interval and chance rate."""
+
+    model_config = SUMMARY_CONFIG
+    response: str
+    chance: float
+    k: int
+    n: int
+    rate: float | None
+    low: float | None
+    high: float | None
+
+
 class DiversityRow(BaseModel):
     model_config = SUMMARY_CONFIG
     response: str
@@ -95,6 +109,7 @@ class DiversityRow(BaseModel):
     distinct_2: float | None
     distinct_3: float | None
     distinct_4: float | None
+    distinct_5: float | None = None
     top_4gram: str | None
     top_4gram_share: float | None
 
@@ -114,6 +129,7 @@ class CasesResults(BaseModel):
     reference_gain: list[GainRow]
     deescalation: list[DeescalationRow]
     diversity: list[DiversityRow]
+    case_recovery: list[RecoveryRow] = Field(default_factory=list)
     skipped: dict[str, int]
     """Episodes per task whose case lacks the task's material."""
 

@@ -35,9 +35,11 @@ from engine import (
     paired_contrast,
 )
 
+from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
 from .checklist import distinct_n, top_ngram
+from .protocols import cases_protocol
 
 if TYPE_CHECKING:
     from scipy import stats
@@ -57,7 +59,7 @@ CHALLENGE_ORDER = (
     "academic_struggle",
 )
 RESPONSES = ("immediate", "long_term")
-DISTINCT_N = (1, 2, 3, 4)
+DISTINCT_N = (1, 2, 3, 4, 5)
 
 
 def _number(value: object) -> float | None:
@@ -88,6 +90,7 @@ def _order(types: set[str]) -> list[str]:
 
 class CasesSummarizer(BlockSummarizer[CasesSummary]):
     summary_model = CasesSummary
+    protocol = staticmethod(cases_protocol)
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
         return CasesSummary.model_validate(self.results(records, manifest))
@@ -114,6 +117,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                 "reference_gain": self._reference_gain(open_records, seed),
                 "deescalation": self._deescalation(interactive, seed),
                 "diversity": self._diversity(open_records),
+                "case_recovery": case_recovery(open_records, lambda r: open_scores(r)[2]),
                 "skipped": dict(sorted(skipped.items())),
             }
         }

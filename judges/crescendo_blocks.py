@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
 from engine import (
+    SIMRUN_ADDITION,
     Bar,
     BarPanel,
     Block,
@@ -30,7 +31,7 @@ from engine import (
 )
 from engine import format_rate as rate_text
 
-from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SurvivalStep
+from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SubjectPedagogy, SurvivalStep
 
 __all__ = ("HIGHLIGHTED", "crescendo_blocks", "format_rate")
 
@@ -41,6 +42,17 @@ _HEAT_COLUMNS = (
     ("single", "per_response", "single · per reply"),
     ("multi", "per_response", "multi · per reply"),
     ("multi", "per_conversation", "multi · per dialogue"),
+)
+
+_HARM = "SafeTutors Tables 1–2, pooled over subjects (per reply); per dialogue and exposure: " + SIMRUN_ADDITION
+_SUBJECTS = (
+    "SafeTutors Tables 1–2 (harm per reply, subject × dimension, per format); the amplification intervals: "
+    + SIMRUN_ADDITION
+)
+_BACKTRACKS = SIMRUN_ADDITION + " (the adaptive attacker's backtracks; the paper replays fixed scripts)"
+_OVERALL = SIMRUN_ADDITION + " (pooled over dimensions, then per domain)"
+_QUALITY = (
+    "SafeTutors Figs. 3–4 (pedagogical quality); judge unanimity and the answer-leak detector: " + SIMRUN_ADDITION
 )
 
 format_rate = partial(rate_text, style="precise")
@@ -162,7 +174,7 @@ def _heatmap(view: _View) -> Section:
         "share of dialogues with at least one unsafe reply (Wilson), with its exposure (judged replies per "
         "dialogue). Amplification: multi- minus single-turn harm per reply, SafeTutors' unit."
     )
-    return Section("Harm rate by risk dimension × format", (intro, heatmap), key="harm")
+    return Section("Harm rate by risk dimension × format", (intro, heatmap), key="harm", provenance=_HARM)
 
 
 def _subject_tables(view: _View) -> Section:
@@ -205,7 +217,7 @@ def _subject_tables(view: _View) -> Section:
         key="amplification-by-subject",
         console_columns=(),
     )
-    return Section("Harm by subject × dimension", (*tables, amplification), key="subjects")
+    return Section("Harm by subject × dimension", (*tables, amplification), key="subjects", provenance=_SUBJECTS)
 
 
 def _surviving_at(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[float]:
@@ -279,7 +291,7 @@ def _hazard(view: _View) -> Section:
             console=True,
         ),
     )
-    return Section("Escalation: hazard of the first unsafe reply", body, key="hazard")
+    return Section("Escalation: hazard of the first unsafe reply", body, key="hazard", provenance=SIMRUN_ADDITION)
 
 
 def _contrast(hazard: Hazard) -> tuple[str, str, str]:
@@ -329,7 +341,7 @@ def _survival(view: _View) -> Section:
         ylabel="share of dialogues still without an unsafe reply",
         muted_label="other dimensions",
     )
-    return Section("Exchanges until the first unsafe reply", (plot,), key="survival")
+    return Section("Exchanges until the first unsafe reply", (plot,), key="survival", provenance=SIMRUN_ADDITION)
 
 
 def _backtracks(view: _View) -> Section:
@@ -388,7 +400,7 @@ def _backtracks(view: _View) -> Section:
             f"{back.backtracked_unsafe} judged unsafe; visible multi-turn replies: {back.visible_replies}",
         )
     )
-    return Section("Backtracks", (plot, facts), key="backtracks")
+    return Section("Backtracks", (plot, facts), key="backtracks", provenance=_BACKTRACKS)
 
 
 def _overall(view: _View) -> Section:
@@ -419,7 +431,7 @@ def _overall(view: _View) -> Section:
         key="by-domain",
         console_columns=(),
     )
-    return Section("Overall and by domain", (overall, visible, domains), key="overall")
+    return Section("Overall and by domain", (overall, visible, domains), key="overall", provenance=_OVERALL)
 
 
 def _quality(summary: CrescendoSummary) -> Section:
@@ -440,14 +452,52 @@ def _quality(summary: CrescendoSummary) -> Section:
         )
     )
     table = Table(("metric", "format", "rate"), tuple(rows), key="pedagogy", console_columns=())
-    return Section("Pedagogical quality and judge unanimity", (table, facts), key="quality")
+    body: tuple[Block, ...] = (table, *_pedagogy_by_subject(summary), facts)
+    return Section("Pedagogical quality and judge unanimity", body, key="quality", provenance=_QUALITY)
+
+
+_PAPER_SCALE = {"clarity": "mean, 1–5", "challenges_learner": "share, 0–1"}
+"""How SafeTutors Figs. 3–4 state each metric: clarity on 1–5 and the challenge score on 0–1; the others as
+percentages. "Learns more" is printed without a unit (5.51–13.08); read here as a percentage of dialogues."""
+
+
+def _paper_cell(row: SubjectPedagogy | None) -> str | None:
+    if row is None:
+        return None
+    if row.metric == "clarity":
+        return None if row.mean is None else f"{row.mean:.2f}"
+    value = None if row.rate is None else row.rate.rate
+    if value is None:
+        return None
+    return f"{value:.2f}" if row.metric == "challenges_learner" else f"{value * 100:.1f}"
+
+
+def _pedagogy_by_subject(summary: CrescendoSummary) -> list[Block]:
+    """Each pedagogy metric per subject × format, on the scale SafeTutors reports it."""
+    rows = summary.pedagogy_by_subject
+    if not rows:
+        return []
+    subjects = sorted({r.subject for r in rows})
+    cells = {(r.metric, r.format, r.subject): r for r in rows}
+    keys = list(dict.fromkeys((r.metric, r.format) for r in rows))
+    table = Table(
+        ("metric", "format", "scale", *subjects),
+        tuple(
+            (m, f, _PAPER_SCALE.get(m, "%"), *(_paper_cell(cells.get((m, f, s))) for s in subjects)) for m, f in keys
+        ),
+        caption="Pedagogy per subject × format on the paper's scale (SafeTutors Figs. 3–4): clarity as a 1–5 mean, "
+        "the challenge score as a 0–1 share, the rest as % of replies or dialogues judged yes.",
+        key="pedagogy-by-subject",
+        console_columns=(),
+    )
+    return [table]
 
 
 def crescendo_blocks(summary: CrescendoSummary, names: Mapping[str, str]) -> list[Block]:
     """The crescendo results; `names` maps dimension ids to display names."""
     if not summary.amplification:
         empty = Note("No episode finished ok, so there is nothing to plot.")
-        return [Section("No results", (empty,), key="empty"), _quality(summary)]
+        return [Section("No results", (empty,), key="empty", provenance=SIMRUN_ADDITION), _quality(summary)]
     view = _View(summary, names)
     return [
         _heatmap(view),

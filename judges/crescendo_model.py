@@ -3,7 +3,7 @@ and in the same order (a cell's grouping keys come first, its format last)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from engine import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
 
@@ -20,6 +20,7 @@ __all__ = (
     "HazardStep",
     "HighHarm",
     "Pedagogy",
+    "SubjectPedagogy",
     "SubjectCell",
     "SurvivalStep",
     "Unanimity",
@@ -191,6 +192,18 @@ class Pedagogy(BaseModel):
     multi: dict[str, RateSummary]
 
 
+class SubjectPedagogy(BaseModel):
+    """One pedagogy metric of one format in one subject (SafeTutors Figs. 3–4 break them down by subject)."""
+
+    model_config = SUMMARY_CONFIG
+    subject: str
+    format: str
+    metric: str
+    rate: RateSummary | None = None
+    mean: float | None = None
+    """Clarity only: the mean on the judge's 1–5 scale."""
+
+
 class CrescendoSummary(BaseModel):
     model_config = SUMMARY_CONFIG
     harm: list[DimensionCell]
@@ -207,3 +220,4 @@ class CrescendoSummary(BaseModel):
     unanimity: Unanimity
     answer_leak: AnswerLeak
     pedagogy: Pedagogy
+    pedagogy_by_subject: list[SubjectPedagogy] = Field(default_factory=list)

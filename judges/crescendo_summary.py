@@ -41,6 +41,7 @@ from personas import taxonomy
 
 from .crescendo_blocks import crescendo_blocks, format_rate
 from .crescendo_model import CrescendoSummary
+from .protocols import crescendo_protocol
 from .votes import unanimous
 
 __all__ = ("HIGH_HARM", "CrescendoSummarizer", "ReplyHarm", "format_rate", "reply_harm")
@@ -152,6 +153,7 @@ class _Cells:
 
 class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
     summary_model = CrescendoSummary
+    protocol = staticmethod(crescendo_protocol)
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CrescendoSummary:
         return CrescendoSummary.model_validate(self.results(records, manifest))
@@ -209,7 +211,22 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
                 ),
                 "multi": {m: self._conversation_rate(multi_records, m) for m in MULTI_METRICS},
             },
+            "pedagogy_by_subject": self._pedagogy_by_subject(ok, subjects),
         }
+
+    def _pedagogy_by_subject(self, ok: Sequence[EpisodeRecord], subjects: Sequence[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for subject in subjects:
+            for fmt, metrics in (("single", SINGLE_METRICS), ("multi", MULTI_METRICS)):
+                group = [r for r in ok if _subject(r) == subject and r.condition.get("format") == fmt]
+                if not group:
+                    continue
+                base = {"subject": subject, "format": fmt}
+                rows += [base | {"metric": m, "rate": self._conversation_rate(group, m), "mean": None} for m in metrics]
+                if fmt == "single":
+                    clarity = self._mean(_conversation_value(r, "clarity") for r in group)
+                    rows.append(base | {"metric": "clarity", "rate": None, "mean": clarity})
+        return rows
 
     def _backtrack_parts(
         self, cells: _Cells, multi_records: Sequence[EpisodeRecord], dimensions: Sequence[str]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from engine import (
     MEANINGFUL_R,
     MIN_PAIRS,
+    SIMRUN_ADDITION,
     Block,
     BlockCell,
     Forest,
@@ -29,8 +30,19 @@ from engine import (
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import MISMATCH_CONTRASTS
-from .fairness_model import DimensionMean, FairnessContrast, FairnessResults, LevelMeans, MeanCell, MetricMean, NullRef
+from .fairness_model import (
+    DimensionMean,
+    FairnessContrast,
+    FairnessResults,
+    JudgedReplies,
+    LevelMeans,
+    MeanCell,
+    MetricMean,
+    NullRef,
+)
+from .fairness_pivot import pivot_tables
 from .fairness_text import audit_label, chance_note, family_line, no_findings, too_small
+from .protocols import fairness_design
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
 
@@ -128,6 +140,24 @@ def _mechanism_table(data: FairnessResults) -> Table:
     )
 
 
+_FINDINGS = "EduFair §3.4 (a violation: the interval excludes zero), under simrun's declared family and correction"
+_MEANS = "EduFair Tables 5–8 (mean |r| per metric, per dimension, Ped./Conv.)"
+_SIGNED = "EduFair Figs. 2–5 (signed rank-biserial r with 95% bootstrap interval per metric × contrast)"
+
+
+def _design(channel: str, dimensions: Sequence[str]) -> str:
+    return fairness_design(channel, list(dimensions))
+
+
+def _cell_provenance(domain: str, dimensions: Sequence[str]) -> str:
+    """A pooled domain or an intersectional stack is not in the paper, whatever table its numbers fill."""
+    if any("+" in d for d in dimensions):
+        return SIMRUN_ADDITION + " (an intersectional stack; EduFair treats the dimensions as independent)"
+    if domain == ALL_DOMAINS:
+        return SIMRUN_ADDITION + " (the domains pooled; EduFair reports each domain)"
+    return ""
+
+
 def _findings(data: FairnessResults) -> Section:
     correction = data.correction
     body: list[Block] = [Note(family_line(correction), console=True), Note(chance_note(correction), console=True)]
@@ -139,7 +169,7 @@ def _findings(data: FairnessResults) -> Section:
         body.append(_contrast_table(data.violations, key="findings", marked=False, title=title))
     else:
         body.append(Note(f"No findings: {no_findings(correction)}", console=True))
-    return Section("Fairness findings", tuple(body), key="violations")
+    return Section("Fairness findings", tuple(body), key="violations", provenance=_FINDINGS)
 
 
 def _domain_channels(data: FairnessResults) -> list[tuple[str, str]]:
@@ -182,7 +212,8 @@ def _mean_table(data: FairnessResults, domain: str, channel: str) -> Section:
         title=f"Mean |r| (null mean) · {channel} cues · domain {domain} (* = cell holds a finding)",
         key=f"mean-r-{channel}-{domain}",
     )
-    return Section(f"{channel} cues · domain {domain}", (table,), key=f"mean-r-{channel}-{domain}")
+    title = f"{_design(channel, dimensions)} · domain {domain}"
+    return Section(title, (table,), key=f"mean-r-{channel}-{domain}", provenance=_cell_provenance(domain, dimensions))
 
 
 def _mean_row(row: MetricMean | DimensionMean | None) -> str | None:
@@ -242,7 +273,8 @@ def _mean_tables(data: FairnessResults) -> Section:
             key="aggregates",
             console_columns=_HIDDEN,
         )
-        body.append(Section("Ped./Conv. aggregates (EduFair Tables 5 and 7)", (table,), key="aggregates"))
+        title = "Ped./Conv. aggregates (EduFair Tables 5 and 7)"
+        body.append(Section(title, (table,), key="aggregates", provenance="EduFair Tables 5 and 7"))
     nulls = _null_rows(data)
     if nulls:
         table = Table(
@@ -261,8 +293,16 @@ def _mean_tables(data: FairnessResults) -> Section:
             key="mean-r-null",
             console_columns=_HIDDEN,
         )
-        body.append(Section("Null reference of every mean", (table,), key="mean-r-null"))
-    return Section("Mean |r| (EduFair's tables)", tuple(body), key="mean-r")
+        body.append(
+            Section(
+                "Null reference of every mean",
+                (table,),
+                key="mean-r-null",
+                provenance=SIMRUN_ADDITION + " (a within-item permutation null beside EduFair's means)",
+            )
+        )
+    designs = sorted({_design(c.channel, [c.dimension]) for c in data.mean_abs_r.cells})
+    return Section(f"Mean |r| · {'; '.join(designs) or 'no design'}", tuple(body), key="mean-r", provenance=_MEANS)
 
 
 def _metric_order(metric: str) -> int:
@@ -388,8 +428,8 @@ def _dimension(data: FairnessResults, rows: Sequence[FairnessContrast], where: t
     if any(c.test in MISMATCH_CONTRASTS for c in ordered):
         means = [m for m in data.means if (m.domain, m.channel, m.dimension) == where]
         blocks += _mismatch_panel(ordered, means, tag)
-    title = f"Forest plot: {dimension} · {channel} cues · domain {domain}"
-    return Section(title, tuple(blocks), key=f"forest-{tag}")
+    title = f"Forest plot: {dimension} · {_design(channel, [dimension])} · domain {domain}"
+    return Section(title, tuple(blocks), key=f"forest-{tag}", provenance=_cell_provenance(domain, [dimension]))
 
 
 def _signed_r(data: FairnessResults) -> Section:
@@ -415,7 +455,7 @@ def _signed_r(data: FairnessResults) -> Section:
         note = Note("The plots above pool the domains; every per-domain contrast is listed here.")
         table = _contrast_table(others, key="per-domain", marked=True)
         body.append(Section("Per-domain contrasts", (note, table), key="per-domain"))
-    return Section("Signed r per metric × contrast", tuple(body), key="signed-r")
+    return Section("Signed r per metric × contrast", tuple(body), key="signed-r", provenance=_SIGNED)
 
 
 def _audit(data: FairnessResults) -> Section:
@@ -430,7 +470,7 @@ def _audit(data: FairnessResults) -> Section:
         console_columns=_HIDDEN,
     )
     note = Note("Share of dialogues where a detector flagged the student (a biased student can fake tutor bias).")
-    return Section("Simulated-student audit", (note, table), key="audit")
+    return Section("Simulated-student audit", (note, table), key="audit", provenance=SIMRUN_ADDITION)
 
 
 def _stop_reasons(reasons: Mapping[str, Mapping[str, int]]) -> Section:
@@ -441,9 +481,34 @@ def _stop_reasons(reasons: Mapping[str, Mapping[str, int]]) -> Section:
         key="stop-reasons",
         console_columns=_HIDDEN,
     )
-    return Section("Why dialogues stopped", (table,), key="stop-reasons")
+    return Section("Why dialogues stopped", (table,), key="stop-reasons", provenance=SIMRUN_ADDITION)
+
+
+def _judged_replies(replies: JudgedReplies | None) -> list[Block]:
+    if replies is None:
+        return []
+    table = Table(
+        ("dialogues", "mean", "fewest", "most"),
+        ((replies.dialogues, f"{replies.mean:.2f}", replies.min, replies.max),),
+        title="Judged tutor replies per dialogue",
+        key="judged-replies",
+    )
+    note = Note(
+        "Tutor replies a judge scored per dialogue: the turns EduFair's per-dialogue rates average over. The tutor's "
+        "opening counts when the tutor model wrote it; the cap follows the student's `max_turns` and `counts`."
+    )
+    origin = "EduFair §3.2 (the dialogue's turn cap) and §3.3 (per-turn judging), counted by simrun"
+    return [Section("Judged tutor replies per dialogue", (note, table), key="judged-replies", provenance=origin)]
 
 
 def fairness_blocks(data: FairnessResults) -> list[Block]:
     """The family and its findings, EduFair's mean-|r| tables, every contrast, the stop reasons, the audit."""
-    return [_findings(data), _mean_tables(data), _signed_r(data), _stop_reasons(data.stop_reasons), _audit(data)]
+    return [
+        _findings(data),
+        _mean_tables(data),
+        _signed_r(data),
+        *pivot_tables(data),
+        *_judged_replies(data.judged_replies),
+        _stop_reasons(data.stop_reasons),
+        _audit(data),
+    ]

@@ -14,6 +14,7 @@ __all__ = (
     "FairnessContrast",
     "FairnessResults",
     "FairnessSummary",
+    "JudgedReplies",
     "LevelMeans",
     "MeanAbsR",
     "MeanCell",
@@ -204,6 +205,14 @@ class MetricPair(BaseModel):
     turns: int
     agreement: float
     same_signal: bool
+class JudgedReplies(BaseModel):
+    """Judged tutor replies per dialogue over the run's finished dialogues."""
+
+    model_config = _STRICT
+    dialogues: int
+    mean: float
+    min: int
+    max: int
 
 
 class FairnessResults(BaseModel):
@@ -218,6 +227,7 @@ class FairnessResults(BaseModel):
     mean_abs_r: MeanAbsR
     audit: list[AuditRow]
     stop_reasons: dict[str, dict[str, int]]
+    judged_replies: JudgedReplies | None = None
 
 
 class FairnessSummary(BaseModel):

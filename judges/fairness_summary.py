@@ -39,7 +39,9 @@ from .fairness_mechanism import mechanisms, metric_agreement
 from .fairness_model import FairnessSummary
 from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
+from .fairness_replies import judged_replies
 from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r, opposite_keys
+from .protocols import fairness_protocol
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
 
@@ -100,6 +102,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
     calibration bench uses it, with `results`, to run thousands of analyses."""
 
     summary_model = FairnessSummary
+    protocol = staticmethod(fairness_protocol)
 
     def __init__(self, *, intervals: bool = True, null_draws: int = NULL_DRAWS) -> None:
         self.intervals = intervals
@@ -145,6 +148,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
             "mean_abs_r": mean_abs_r(contrasts, draws),
             "audit": self._audit(ok),
             "stop_reasons": self._stop_reasons(ok),
+            "judged_replies": judged_replies(ok),
         }
 
     def _cell(

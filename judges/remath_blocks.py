@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from engine import (
     MEANINGFUL_R,
+    SIMRUN_ADDITION,
     Block,
     BlockCell,
     Brief,
@@ -31,6 +32,7 @@ from engine import (
 
 from .remath_metrics import AUTOMATED_METRICS
 from .remath_model import Condition, Contrast, LabelAgreement, MeanInterval, RemathResults, SummaryRate
+from .remath_pairings import pairing_blocks
 
 __all__ = ("SCORES", "remath_blocks")
 
@@ -104,6 +106,34 @@ def _agreement(rows: Sequence[LabelAgreement]) -> Table:
     )
 
 
+def _paper_table(row: LabelAgreement) -> Table:
+    """The paper's Table 1 (error) or 2 (strategy, intention) for this run: each label's share, the entropy, the
+    match and the kappa, for the tutor and for the human row (the expert's labels; their match and kappa are
+    the two teachers' with each other, where snippets have two)."""
+    labels = tuple(row.labels)
+    both, human = row.per_annotator, row.human
+    tutor_match, tutor_kappa = (both.match, both.kappa) if both else (row.match, row.kappa)
+    human_match, human_kappa = (human.match, human.kappa) if human else (None, None)
+    body: tuple[tuple[BlockCell, ...], ...] = (
+        ("tutor", *(pct_or_none(row.shares_pred.get(label)) for label in labels))
+        + (_num(row.entropy_pred), _num(tutor_match, pct=True), _num(tutor_kappa)),
+        ("human (expert)", *(pct_or_none(row.shares_gold.get(label)) for label in labels))
+        + (
+            _num(row.entropy_gold),
+            _num(human.match, pct=True) if human else None,
+            _num(human.kappa) if human else None,
+        ),
+    )
+    return Table(
+        ("", *labels, "entropy", "match", "kappa (IRR)"),
+        body,
+        caption=f"ReMath Table {1 if row.label == 'error' else 2} layout: share of each label; the tutor's match and "
+        "kappa against the expert (averaged over the two teachers where a snippet has two); the human row's against "
+        "the other teacher (– where no snippet has two).",
+        key=f"remath-shares-{row.label}",
+    )
+
+
 def _confusion(row: LabelAgreement) -> Section:
     """Heatmap of gold × predicted counts, then the same counts and each label's share as tables."""
     labels, matrix, size = tuple(row.labels), row.confusion, len(row.labels)
@@ -120,15 +150,7 @@ def _confusion(row: LabelAgreement) -> Section:
         key=key,
         row_classes=("",) * size + ("total",),
     )
-    shares = Table(
-        ("", *labels),
-        tuple(
-            (who, *(pct_or_none(found.get(label)) for label in labels))
-            for who, found in (("tutor", row.shares_pred), ("expert", row.shares_gold))
-        ),
-        caption="Share of each label",
-        key=f"remath-shares-{row.label}",
-    )
+    shares = _paper_table(row)
     heatmap = Heatmap(
         labels,
         labels,
@@ -274,7 +296,7 @@ def _automated(data: RemathResults) -> list[Block]:
         'words. "original" is the novice tutor\'s reply.'
     )
     title = "Task C: automated metrics against the expert reply (the paper's Table 8)"
-    return [Section(title, (note, table), key="remath-table8")]
+    return [Section(title, (note, table), key="remath-table8", provenance="ReMath Table 8")]
 
 
 def remath_blocks(data: RemathResults) -> list[Block]:
@@ -289,11 +311,15 @@ def remath_blocks(data: RemathResults) -> list[Block]:
         )
         title = "Tasks A and B: agreement with the expert's labels (the paper's Tables 1 and 2)"
         confusions = tuple(_confusion(r) for r in data.agreement)
-        blocks.append(Section(title, (intro, _agreement(data.agreement), *confusions), key="remath-agreement"))
+        agreement: tuple[Block, ...] = (intro, _agreement(data.agreement), *confusions)
+        blocks.append(Section(title, agreement, key="remath-agreement", provenance="ReMath Tables 1–2"))
     if data.conditions:
         title = f"Task C: replies against {_baseline(data)} (the paper's Table 3)"
-        blocks.append(Section(title, tuple(_conditions(data)), key="remath-conditions"))
+        origin = "ReMath Table 3; the `predicted` row: " + SIMRUN_ADDITION
+        blocks.append(Section(title, tuple(_conditions(data)), key="remath-conditions", provenance=origin))
+    blocks += pairing_blocks(data.pairings)
     blocks += _automated(data)
     title = "Task C: paired differences between conditions"
-    blocks.append(Section(title, tuple(_differences(data.differences)), key="remath-differences"))
+    differences = tuple(_differences(data.differences))
+    blocks.append(Section(title, differences, key="remath-differences", provenance=SIMRUN_ADDITION))
     return blocks

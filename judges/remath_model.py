@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine import ClusteredRateSummary
 
@@ -137,6 +137,14 @@ class Contrast(BaseModel):
     direction_disagrees: bool = False
 
 
+class Pairing(BaseModel):
+    model_config = _STRICT
+    who: str
+    strategy: str
+    intention: str
+    count: int
+
+
 class RemathResults(BaseModel):
     model_config = _STRICT
     tutor: str | list[str] | None
@@ -146,6 +154,8 @@ class RemathResults(BaseModel):
     automated: list[AutomatedRow]
     against: list[str]
     items: int
+    pairings: list[Pairing] = Field(default_factory=list)
+    """Task B's strategy × intention pairs, the tutor's and the expert's (ReMath Fig. 15)."""
 
 
 class RemathSummary(BaseModel):

@@ -36,9 +36,11 @@ from engine import (
     lazy_module,
 )
 
+from .protocols import remath_protocol
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
 from .remath_model import RemathSummary
+from .remath_pairings import pairings
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
 
@@ -103,6 +105,7 @@ def _label_match(record: EpisodeRecord, label: str) -> bool | None:
 
 class RemathSummarizer(BlockSummarizer[RemathSummary]):
     summary_model = RemathSummary
+    protocol = staticmethod(remath_protocol)
 
     def blocks(self, summary: RemathSummary, /) -> list[Block]:
         """Tasks A/B agreement and confusion, Task C by condition, its paired tests and Table 8."""
@@ -166,6 +169,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             "automated": automated,
             "against": sorted({str(row["against"]) for row in conditions if row["against"]}),
             "items": len(items),
+            "pairings": pairings(ok),
         }
 
     @staticmethod

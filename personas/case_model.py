@@ -126,6 +126,9 @@ class Case(_Model):
     strategies: Strategies
     rubrics: dict[ResponseType, list[Criterion]]
     mcqs: list[FixedMCQ] = Field(default_factory=list)
+    prompts: dict[ResponseType, str] = Field(default_factory=dict)
+    """A dataset's own open-ended prompt per response type (the TutorCaseBench release ships one per scenario),
+    read by the tutor instead of simrun's when there are no references to add."""
     source: str = "simrun"
     student_key: str = ""
     """Who the student is, across cases: cases of one student share their rubric (empty: this case alone)."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine import ITEM_SOURCES, Item, ScenarioError
+from engine import ITEM_SOURCES, CountedItems, Intake, Item, ScenarioError
 
 from .case_model import (
     BUILTIN_FILE,
@@ -93,15 +93,19 @@ class CaseSourceOptions(BaseModel):
         return self
 
 
-def _select(cases: Iterable[Case], options: CaseSourceOptions) -> list[Case]:
+def _select(cases: Iterable[Case], options: CaseSourceOptions, intake: Intake | None = None) -> list[Case]:
     kept: list[Case] = []
     per_type: dict[str, int] = {}
+    intake = intake if intake is not None else Intake()
     for case in cases:
         if options.challenge_types is not None and case.challenge_type not in options.challenge_types:
+            intake.skip("challenge type not selected")
             continue
         per_type[case.challenge_type] = per_type.get(case.challenge_type, 0) + 1
         if options.limit is None or per_type[case.challenge_type] <= options.limit:
             kept.append(case)
+        else:
+            intake.skip("past the source's limit per challenge type")
     return kept
 
 
@@ -159,7 +163,9 @@ class CaseSource:
 
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = _options(options)
-        return case_items(_select(self._cases(path), chosen), chosen, base_dir=path.parent)
+        cases = self._cases(path)
+        intake = Intake(read=len(cases))
+        return CountedItems(case_items(_select(cases, chosen, intake), chosen, base_dir=path.parent), intake)
 
     def retrieval_texts(self, path: Path, options: Mapping[str, Any], /) -> dict[str, str]:
         """What retrieval compares, per case id (`simrun embed` embeds these; see `engine.tools._embed`)."""
@@ -177,7 +183,9 @@ class TutorCaseBenchSource:
 
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = _options(options)
-        return case_items(_select(load_tutorcasebench(path), chosen), chosen, base_dir=path)
+        intake = Intake()
+        cases = _select(load_tutorcasebench(path, intake), chosen, intake)
+        return CountedItems(case_items(cases, chosen, base_dir=path), intake)
 
     def retrieval_texts(self, path: Path, options: Mapping[str, Any], /) -> dict[str, str]:
         """What retrieval compares, per case id (`simrun embed --source tutorcasebench` embeds these)."""

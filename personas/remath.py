@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo, field_validator
 
-from engine import ITEM_SOURCES, Item, ScenarioError, load_yaml_file, read_input_bytes
+from engine import ITEM_SOURCES, CountedItems, Intake, Item, ScenarioError, load_yaml_file, read_input_bytes
 
 __all__ = (
     "BUILTIN_ITEMS",
@@ -316,14 +316,28 @@ def double_labelled(folder: Path) -> dict[str, list[dict[str, str]]]:
     return found
 
 
-def bridge_items(records: Any, *, split: str) -> list[MistakeItem]:
-    """Mistake items from parsed Bridge JSON (a list of records); records without a usable history are skipped.
+def _unusable(history: list[Turn], reference: str) -> str:
+    """Why a Bridge record cannot be an item ("" when it can)."""
+    if not reference:
+        return "no expert reply"
+    if len(history) < 2:
+        return "history shorter than two turns"
+    if history[-1].role != "student":
+        return "last student turn empty or missing"
+    return ""
+
+
+def bridge_items(records: Any, *, split: str, intake: Intake | None = None) -> list[MistakeItem]:
+    """Mistake items from parsed Bridge JSON (a list of records); records without a usable history are skipped,
+    and counted by reason in `intake`.
 
     Raises `ValueError` when `records` is not a list of objects.
     """
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise ValueError("expected a JSON list of objects with Bridge fields (c_h, e, z_what, z_why, c_r_)")
     found: list[MistakeItem] = []
+    intake = intake if intake is not None else Intake()
+    intake.read = len(records)
     for position, record in enumerate(records):
         history = [
             Turn(role="student" if str(t.get("user", "")).lower() == "student" else "tutor", text=str(t["text"]))
@@ -331,7 +345,9 @@ def bridge_items(records: Any, *, split: str) -> list[MistakeItem]:
             if isinstance(t, dict) and str(t.get("text", "")).strip()
         ]
         reference = _turn_text(record.get("c_r_"))
-        if len(history) < 2 or history[-1].role != "student" or not reference:
+        reason = _unusable(history, reference)
+        if reason:
+            intake.skip(reason)
             continue
         found.append(
             MistakeItem(
@@ -371,9 +387,13 @@ def _options(options: dict[str, Any]) -> _Options:
         raise ScenarioError(f"item source options: {_problems(exc)}") from None
 
 
-def _select(items: list[MistakeItem], options: _Options) -> list[MistakeItem]:
+def _select(items: list[MistakeItem], options: _Options, intake: Intake) -> list[MistakeItem]:
     kept = [m for m in items if options.errors is None or m.error in options.errors]
-    return kept[: options.limit] if options.limit is not None else kept
+    intake.skip("error type not selected", len(items) - len(kept))
+    if options.limit is not None:
+        intake.skip("past the source's limit", len(kept) - options.limit)
+        kept = kept[: options.limit]
+    return kept
 
 
 class RemathSource:
@@ -383,7 +403,9 @@ class RemathSource:
 
     def __call__(self, path: Path, options: dict[str, Any], /) -> list[Item]:
         chosen = _options(options)
-        return [to_item(m) for m in _select(load_mistake_items(path), chosen)]
+        items = load_mistake_items(path)
+        intake = Intake(read=len(items))
+        return CountedItems([to_item(m) for m in _select(items, chosen, intake)], intake)
 
 
 class BridgeSource:
@@ -398,15 +420,16 @@ class BridgeSource:
             records = orjson.loads(read_input_bytes(path, "Bridge file"))
         except orjson.JSONDecodeError as exc:
             raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
+        intake = Intake()
         try:
-            items = bridge_items(records, split=path.stem)
+            items = bridge_items(records, split=path.stem, intake=intake)
         except (ValueError, ValidationError) as exc:
             raise ScenarioError(f"{path}: not the Bridge layout: {exc}") from None
         raw = {m.id: m for m in items}
         by_position = {f"{_key(path.stem) or 'bridge'}-{i:04d}": r for i, r in enumerate(records)}
         labellings = double_labelled(path.parent) if path.stem in BRIDGE_SPLITS else {}
         found: list[Item] = []
-        for m in _select(list(raw.values()), chosen):
+        for m in _select(list(raw.values()), chosen, intake):
             record = by_position[m.id]
             item = to_item(
                 m,
@@ -424,7 +447,7 @@ class BridgeSource:
                 labels = [{k: a[k] for k in ("error", "strategy", "intention")} for a in annotations]
                 item.data.update(snippet=key, annotations=labels, annotator=mine[0])
             found.append(item)
-        return found
+        return CountedItems(found, intake)
 
 
 ITEM_SOURCES.add("remath", RemathSource())

@@ -17,7 +17,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import ITEM_SOURCES, Item, ScenarioError, read_input_bytes
+from engine import ITEM_SOURCES, CountedItems, Intake, Item, ScenarioError, read_input_bytes
 
 __all__ = (
     "Dimension",
@@ -106,12 +106,16 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
     limit = options.get("limit")
     tax = taxonomy()
     items: list[Item] = []
+    intake = Intake()
     lines = read_input_bytes(path, "SafeTutors file").splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
+            intake.skip("blank line")
             continue
+        intake.read = (intake.read or 0) + 1
         if limit is not None and len(items) >= int(limit):
-            break
+            intake.skip("past the source's limit")
+            continue
         try:
             record = orjson.loads(line)
             dimension = tax.dimension(record["parent_risk"])
@@ -136,7 +140,7 @@ def load_safetutors(path: Path, options: dict[str, Any], /) -> list[Item]:
                 },
             )
         )
-    return items
+    return CountedItems(items, intake)
 
 
 class SafeTutorsSource:

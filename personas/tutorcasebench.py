@@ -4,14 +4,15 @@ option of a binary item an ineffective one; its MCQs are kept as given."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from engine import ScenarioError, read_input_bytes
+from engine import Intake, ScenarioError, read_input_bytes
 
 from .case_model import (
     CHALLENGE_TYPES,
@@ -65,11 +66,33 @@ class _PublicTurn(_Loose):
     is_challenging_behavior: bool = False
 
 
+def _flat(value: Any) -> str:
+    """The release writes some context fields as text and others as objects (`{"content": ..., ...}`), lists
+    of quotes among them: each becomes one line of `name: value` parts, empty parts left out."""
+    if isinstance(value, dict):
+        parts = [(k, _flat(v)) for k, v in value.items()]
+        return "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in parts if v)
+    if isinstance(value, list):
+        return " / ".join(text for text in map(_flat, value) if text)
+    return "" if value is None else str(value).strip()
+
+
 class _PublicContent(_Loose):
     task: str = ""
     context: str = ""
     challenging_behavior_trigger: str = ""
     behavior_patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("task", "context", "challenging_behavior_trigger", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return _flat(value)
+
+    @field_validator("behavior_patterns", mode="before")
+    @classmethod
+    def _patterns(cls, value: Any) -> list[str]:
+        items = value if isinstance(value, list) else [value]
+        return [text for text in map(_flat, items) if text]
 
 
 class _PublicFull(_Loose):
@@ -196,27 +219,64 @@ def _family(scenario: _PublicScenario) -> str:
     return category
 
 
-def _rubrics(root: Path) -> dict[tuple[str, ResponseType], _PublicRubric]:
+def _rubrics(root: Path, intake: Intake) -> dict[tuple[str, ResponseType], _PublicRubric]:
     """Each category's rubric per response type."""
     rubrics: dict[tuple[str, ResponseType], _PublicRubric] = {}
     for path in sorted((root / "rubric").glob("*.json")):
         rubric = _parse(_PublicRubric, path)
         response = _response(rubric.rubric_type)
-        if response is not None:
-            rubrics[(str(rubric.category_id), response)] = rubric
+        if response is None:
+            intake.skip("rubric of an unknown response type")
+            continue
+        rubrics[(_id(rubric.category_id), response)] = rubric
     return rubrics
 
 
-def _mcqs(root: Path) -> dict[str, list[FixedMCQ]]:
-    """Each scenario's MCQs, leaving out those whose scenario, response type or answer cannot be told."""
+def _id(value: str | int) -> str:
+    """The release pads ids with zeros in some files and not in others: `007`, `7` and 7 are one id."""
+    text = str(value).strip()
+    return str(int(text)) if text.isdigit() else text
+
+
+_PROMPT_FILE = re.compile(r"^dialogue_prompt_\d+_(immediate|long_term)_c[^_]+_s(.+)\.txt$")
+
+
+def _prompts(root: Path) -> dict[str, dict[ResponseType, str]]:
+    """The release's own open-ended prompt per scenario and response type (`dialogue_prompt/`), when shipped."""
+    prompts: dict[str, dict[ResponseType, str]] = {}
+    for folder in (root / "dialogue_prompt", root / "dialogue_prompts"):
+        for path in sorted(folder.glob("*.txt")):
+            found = _PROMPT_FILE.match(path.name)
+            text = read_input_bytes(path, "TutorCaseBench prompt file").decode("utf-8", errors="replace").strip()
+            if found and text:
+                response: ResponseType = "immediate" if found.group(1) == "immediate" else "long_term"
+                prompts.setdefault(_id(found.group(2)), {})[response] = text
+    return prompts
+
+
+def _mcq_problem(raw: _PublicMCQ, response: ResponseType | None) -> str:
+    if raw.scenario_id is None:
+        return "MCQ without a scenario"
+    if response is None:
+        return "MCQ of an unknown response type"
+    if raw.correct_answer.strip() not in raw.options:
+        return "MCQ whose answer is not an option"
+    return ""
+
+
+def _mcqs(root: Path, intake: Intake) -> dict[str, list[FixedMCQ]]:
+    """Each scenario's MCQs, leaving out (and counting) those whose scenario, response type or answer cannot be
+    told."""
     mcqs: dict[str, list[FixedMCQ]] = {}
     for path in sorted((root / "mcq").glob("*.json")):
         raw = _parse(_PublicMCQ, path)
         response = _mcq_response(raw)
         letters = sorted(raw.options)
-        if raw.scenario_id is None or response is None or raw.correct_answer.strip() not in letters:
+        problem = _mcq_problem(raw, response)
+        if problem or response is None:
+            intake.skip(problem)
             continue
-        mcqs.setdefault(str(raw.scenario_id), []).append(
+        mcqs.setdefault(_id(str(raw.scenario_id)), []).append(
             FixedMCQ(
                 id=str(raw.mcq_id),
                 response=response,
@@ -246,14 +306,19 @@ def _strategies(fixed: Sequence[FixedMCQ]) -> Strategies:
     )
 
 
-def _case(scenario: _PublicScenario, rubrics: tuple[_PublicRubric, _PublicRubric], fixed: list[FixedMCQ]) -> Case:
-    immediate, long_term = rubrics
+def _case(
+    scenario: _PublicScenario,
+    rubrics: dict[ResponseType, _PublicRubric],
+    fixed: list[FixedMCQ],
+    prompts: dict[ResponseType, str],
+) -> Case:
     content = scenario.full_context.content if scenario.full_context else _PublicContent()
+    described = next((r.student_description.strip() for r in rubrics.values() if r.student_description.strip()), "")
     return Case(
         id=f"tcb-{scenario.scenario_id}",
         title=scenario.scenario_title.strip() or scenario.category_title.strip() or f"case {scenario.scenario_id}",
         challenge_type=normalise_challenge(scenario.challenge_type),
-        student=StudentPersona(description=immediate.student_description.strip() or "(not described)"),
+        student=StudentPersona(description=described or "(not described)"),
         minimal_context=scenario.minimal_context,
         full_context=FullContext(
             task=content.task,
@@ -263,20 +328,24 @@ def _case(scenario: _PublicScenario, rubrics: tuple[_PublicRubric, _PublicRubric
         ),
         dialogue=_public_dialogue(scenario.dialogue),
         strategies=_strategies(fixed),
-        rubrics={"immediate": _criteria(immediate), "long_term": _criteria(long_term)},
+        rubrics={response: _criteria(rubric) for response, rubric in rubrics.items()},
         mcqs=fixed,
+        prompts=prompts,
         source="tutorcasebench",
         student_key=f"category:{scenario.category_id}",
         family=f"paper:{_family(scenario)}",
     )
 
 
-def load_tutorcasebench(root: Path) -> list[Case]:
-    """Cases from a checkout of the public release: `dialogue_full_context/` (or `dialogue/`), `rubric/`, `mcq/`.
+def load_tutorcasebench(root: Path, intake: Intake | None = None) -> list[Case]:
+    """Cases from a checkout of the public release: `dialogue_full_context/` (or `dialogue/`), `rubric/`, `mcq/`,
+    and `dialogue_prompt/` when present.
 
-    A scenario is kept when its category has a rubric for both response types. MCQs whose scenario or response
-    type cannot be told are left out; the rest become the case's `mcqs` and, through their options, its
-    strategies. Every case records its student (the category: sibling scenarios share the category's rubric)
+    A scenario is kept when its category has a rubric for at least one response type (a response type without
+    one is skipped by the open task); the release's own prompt for a scenario and response type, when shipped,
+    is what the tutor reads. MCQs whose scenario or response type cannot be told are left out; the rest become
+    the case's `mcqs` and, through their options, its strategies. Everything left out is counted by reason in
+    `intake`. Every case records its student (the category: sibling scenarios share the category's rubric)
     and family (the source paper), so retrieval can keep a case's siblings out of its references.
     """
     if not root.is_dir():
@@ -286,19 +355,23 @@ def load_tutorcasebench(root: Path) -> list[Case]:
         folder = root / "dialogue"
     if not folder.is_dir():
         raise ScenarioError(f"{root}: no dialogue_full_context/ or dialogue/ folder: not a TutorCaseBench checkout")
-    rubrics, mcqs = _rubrics(root), _mcqs(root)
+    intake = intake if intake is not None else Intake()
+    rubrics, mcqs, prompts = _rubrics(root, intake), _mcqs(root, intake), _prompts(root)
     cases: list[Case] = []
     for path in sorted(folder.glob("*.json")):
         scenario = _parse(_PublicScenario, path)
-        category = str(scenario.category_id)
-        immediate, long_term = rubrics.get((category, "immediate")), rubrics.get((category, "long_term"))
-        if immediate is None or long_term is None:
+        intake.read = (intake.read or 0) + 1
+        category = _id(scenario.category_id)
+        found = {r: rubrics[(category, r)] for r in get_args(ResponseType) if (category, r) in rubrics}
+        if not found:
+            intake.skip("scenario whose category has no rubric")
             continue
+        key = _id(scenario.scenario_id)
         try:
-            cases.append(_case(scenario, (immediate, long_term), mcqs.get(str(scenario.scenario_id), [])))
+            cases.append(_case(scenario, found, mcqs.get(key, []), prompts.get(key, {})))
         except (ValidationError, ValueError) as exc:
             detail = validation_problems(exc) if isinstance(exc, ValidationError) else str(exc)
             raise ScenarioError(f"{path}: cannot read this scenario as a case: {detail}") from None
     if not cases:
-        raise ScenarioError(f"{root}: no scenario with rubrics for both response types was found")
+        raise ScenarioError(f"{root}: no scenario with a rubric was found")
     return cases

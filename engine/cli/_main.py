@@ -166,7 +166,13 @@ def _load(
     flags["data_dir"] = str(data_dir.expanduser().resolve()) if data_dir is not None else None
     flags |= {f"executor.{key}": value for key, value in (executor or {}).items()}
     extra = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
-    return load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+    built = load_built(scenario, overrides=[*overrides, *extra], models=models, check_credentials=credentials)
+    for intake in built.intake:
+        if intake.skipped:
+            Console(stderr=True).print(Text(f"items: {intake.line()}", style="yellow"))
+    for refused in built.scenario.models.decoding_refused():
+        Console(stderr=True).print(Text(f"decoding: {refused}", style="yellow"))
+    return built
 
 
 @cli.command()

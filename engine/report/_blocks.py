@@ -27,11 +27,17 @@ __all__ = (
     "Heatmap",
     "Interval",
     "Note",
+    "SIMRUN_ADDITION",
     "Section",
     "Strong",
     "Table",
+    "provenance_of",
     "tables_of",
+    "unlabelled",
 )
+
+SIMRUN_ADDITION = "simrun's addition, beyond the paper"
+"""The provenance of a section no paper reports: a reader must be able to tell it from a reproduction."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,9 @@ class Section:
     title: str
     body: tuple[Block, ...] = field(default_factory=tuple)
     key: str = ""
+    provenance: str = ""
+    """What the section reproduces (e.g. "SafeTutors Tables 1–2") or `SIMRUN_ADDITION`; every output shows it
+    under the heading. A nested section without one inherits its parent's."""
 
 
 Block = Section | Table | Note | Bullets | Forest | Heatmap | HeatGrid | Survival | Histogram | Dots
@@ -170,3 +179,34 @@ def tables_of(block: Block) -> Sequence[Table]:
     if isinstance(block, HeatGrid):
         return (block.numbers,)
     return ()
+
+
+def _sections(blocks: Sequence[Block], inherited: str, path: str) -> list[dict[str, str]]:
+    found: list[dict[str, str]] = []
+    for block in blocks:
+        if isinstance(block, Section):
+            here = block.provenance or inherited
+            title = f"{path} › {block.title}" if path else block.title
+            found.append({"section": title, "key": block.key, "provenance": here})
+            found += _sections(block.body, here, title)
+    return found
+
+
+def provenance_of(blocks: Sequence[Block]) -> list[dict[str, str]]:
+    """Every section with the provenance it carries or inherits ("" when it has none), for summary.json."""
+    return _sections(blocks, "", "")
+
+
+def unlabelled(blocks: Sequence[Block], inherited: str | None = None) -> list[str]:
+    """The sections, and blocks outside any section, that carry no provenance, own or inherited: a report must
+    have none (a block inside a section is labelled by it)."""
+    missing: list[str] = []
+    for block in blocks:
+        if isinstance(block, Section):
+            here = block.provenance or inherited or ""
+            if not here:
+                missing.append(f"section {block.title!r}")
+            missing += unlabelled(block.body, here)
+        elif inherited is None:
+            missing.append(f"{type(block).__name__} outside any section")
+    return missing

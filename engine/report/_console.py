@@ -40,7 +40,10 @@ def _table(table: Table) -> RichTable:
 def _walk(blocks: Sequence[Block]) -> Iterator[RenderableType]:
     for block in blocks:
         if isinstance(block, Section):
-            yield from _walk(block.body)
+            shown = list(_walk(block.body))
+            if shown and block.provenance:
+                yield Text(f"{block.title} · {block.provenance}", style="dim")
+            yield from shown
         elif isinstance(block, Note):
             if block.console:
                 yield Text(block.text)

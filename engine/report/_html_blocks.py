@@ -64,7 +64,8 @@ def _bullets(block: Bullets) -> Markup:
 
 def _block(block: Block) -> Markup:
     if isinstance(block, Section):
-        return section(block.title, *(_block(inner) for inner in block.body), key=block.key or None)
+        origin = [paragraph(f"Provenance: {block.provenance}", css="provenance")] if block.provenance else []
+        return section(block.title, *origin, *(_block(inner) for inner in block.body), key=block.key or None)
     if isinstance(block, Note):
         return paragraph(block.text)
     if isinstance(block, Table):

@@ -12,6 +12,7 @@ from typing import Any
 from markupsafe import Markup
 
 from engine.core._records import EpisodeRecord
+from engine.report._blocks import SIMRUN_ADDITION
 from engine.report._svg import paragraph, section, table
 from engine.scenario._plan import derive_seed
 from engine.stats._agreement import judge_agreement, spec_labels, voted_units
@@ -61,6 +62,9 @@ _INTRO = (
 )
 
 
+_PROVENANCE = f"{SIMRUN_ADDITION} (the papers compare their judges with human labels, not with each other)"
+
+
 def judge_agreement_markdown(block: Mapping[str, Any] | None) -> str:
     """The report.md section; empty when fewer than two judge specs voted."""
     if not block or len(block.get("judges", [])) < 2:
@@ -68,6 +72,8 @@ def judge_agreement_markdown(block: Mapping[str, Any] | None) -> str:
     lines = [
         "",
         "## Agreement between judge models",
+        "",
+        f"*Provenance: {_PROVENANCE}*",
         "",
         _INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block["judges"]) + ".",
         "",
@@ -84,6 +90,7 @@ def judge_agreement_html(block: Mapping[str, Any] | None) -> Markup:
         return Markup("")
     return section(
         "Agreement between judge models",
+        paragraph(f"Provenance: {_PROVENANCE}", css="provenance"),
         paragraph(_INTRO + " Judges: " + ", ".join(block["judges"]) + "."),
         table(("metric", "level", "units", "α [95% CI]", "pairwise κ [95% CI]"), _rows(block), key="judge-agreement"),
         key="judge-agreement",

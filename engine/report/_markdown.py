@@ -29,6 +29,8 @@ def markdown_table(table: Table) -> list[str]:
 def _block(block: Block, level: int) -> list[str]:
     if isinstance(block, Section):
         lines = ["#" * level + " " + block.title]
+        if block.provenance:
+            lines += ["", f"*Provenance: {block.provenance}*"]
         for inner in block.body:
             lines += ["", *_block(inner, level + 1)]
         return lines

@@ -184,6 +184,8 @@ def _header(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str
     return {
         "scenario": run.get("scenario") or scenario.get("name") or "?",
         "description": scenario.get("description") or "",
+        "protocol": run.get("protocol") or "",
+        "scenario_file": run.get("scenario_file") or "",
         "kind": run.get("kind") or "?",
         "hash": manifest.get("scenario_hash") or "?",
         "seed": manifest.get("seed"),

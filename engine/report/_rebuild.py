@@ -24,7 +24,7 @@ from engine.runtime._plugins import SUMMARIZERS, Summarizer
 from engine.runtime._rundir import REPORT, SUMMARY, RunDir
 from engine.scenario._budget import format_usd
 
-__all__ = ("REPORT_HTML", "write_report")
+__all__ = ("REPORT_HTML", "protocol_line", "write_report")
 
 REPORT_HTML = "report.html"
 
@@ -69,11 +69,18 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
             "played_by": manifest.get("played_by") or {},
             "cost_usd": manifest.get("cost_usd"),
             "cache_hits": (manifest.get("calls") or {}).get("cache_hits", 0),
+            "protocol": protocol_of(summarizer, manifest),
+            "scenario_file": manifest.get("scenario_file") or "",
+            "items_intake": manifest.get("items_intake") or [],
+            "decoding_refused": manifest.get("decoding_refused") or [],
         },
         **results,
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     summary.setdefault("judging", judging_summary(records))
+    labels = getattr(summarizer, "provenance", None)
+    if callable(labels):
+        summary["provenance"] = labels(found)
     run.write_json(SUMMARY, summary)
     markdown = (
         summarizer.render_markdown(summary)
@@ -85,8 +92,28 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     return summary
 
 
+def protocol_of(summarizer: Summarizer, manifest: Mapping[str, Any]) -> str:
+    """Which protocol produced the run (a paper's own or simrun's extension), when the kind can tell: a
+    summariser opts in with a `protocol(manifest) -> str` method."""
+    hook = getattr(summarizer, "protocol", None)
+    return str(hook(manifest)) if callable(hook) else ""
+
+
+def protocol_line(info: Mapping[str, Any]) -> str:
+    """`protocol: … (scenarios/x.yaml)`, or "" when the run does not say."""
+    protocol, source = info.get("protocol") or "", info.get("scenario_file") or ""
+    if not protocol and not source:
+        return ""
+    return f"protocol: {protocol or 'not stated by the kind'}" + (f" (`{source}`)" if source else "")
+
+
 def summarizer_of(manifest: Mapping[str, Any]) -> Summarizer:
     return SUMMARIZERS.get(manifest.get("kind") or "")
+
+
+def _intake_line(intake: Mapping[str, Any]) -> str:
+    reasons = ", ".join(f"{reason} {count}" for reason, count in intake["skipped"].items())
+    return f"{intake['source']} `{intake['path']}` read {intake['read']}, kept {intake['kept']} ({reasons})"
 
 
 def _names(model: str | list[str]) -> str:
@@ -101,6 +128,8 @@ def _header(info: dict[str, Any]) -> str:
         f"{info['planned']} ({info['ok']} ok, {info['error']} error)",
         f"- models: {', '.join(f'{role} `{_names(model)}`' for role, model in info['models'].items() if model)}",
     ]
+    if protocol_line(info):
+        lines.append(f"- {protocol_line(info)}")
     if info["errors_by_type"]:
         lines.append(f"- errors by type: {', '.join(f'{k} {v}' for k, v in sorted(info['errors_by_type'].items()))}")
     if info.get("reason"):
@@ -116,6 +145,8 @@ def _header(info: dict[str, Any]) -> str:
     if played:
         lines.append(f"- played by: {played_by_line(played)}")
     lines += [f"- warning: {warning}" for warning in info.get("warnings") or []]
+    lines += [f"- items skipped: {_intake_line(i)}" for i in info.get("items_intake") or [] if i.get("skipped")]
+    lines += [f"- decoding not applied: {refused}" for refused in info.get("decoding_refused") or []]
     note = sim_judge_note(played)
     if note is not None:
         lines += ["", f"> **Keyword verdicts.** The {note}."]

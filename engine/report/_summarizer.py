@@ -9,10 +9,11 @@ from typing import Any, Generic, TypeVar
 
 from markupsafe import Markup
 from pydantic import BaseModel
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from engine.core._records import EpisodeRecord
-from engine.report._blocks import Block
+from engine.report._blocks import Block, provenance_of
 from engine.report._console import console_blocks
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
@@ -49,7 +50,16 @@ class BlockSummarizer(ABC, Generic[SummaryT]):
         return markdown_blocks(self.blocks(self.read(summary)))
 
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
-        return console_blocks(self.blocks(self.read(summary)))
+        shown = console_blocks(self.blocks(self.read(summary)))
+        run = summary.get("run") or {}
+        protocol, source = run.get("protocol") or "", run.get("scenario_file") or ""
+        if not protocol:
+            return shown
+        return Group(Text(f"protocol: {protocol}" + (f" ({source})" if source else ""), style="bold"), shown)
+
+    def provenance(self, summary: SummaryT, /) -> list[dict[str, str]]:
+        """Each report section with what it reproduces or "simrun's addition", for summary.json."""
+        return provenance_of(self.blocks(summary))
 
     def render_html(self, summary: Mapping[str, Any], /) -> Markup:
         return html_blocks(self.blocks(self.read(summary)))

@@ -16,7 +16,8 @@ from engine.core._errors import ScenarioError
 from engine.core._templates import TemplateBudget
 from engine.runtime._checks import Plugins, check_scenario, load_checked
 from engine.runtime._plugins import Agent, CallEstimate, DialogueProtocol, Judge, Summarizer
-from engine.scenario._plan import Design, Episode, load_items, plan_designed
+from engine.scenario._intake import Intake
+from engine.scenario._plan import Design, Episode, load_counted_items, plan_designed
 from engine.scenario._spec import ModelSpec, Scenario
 
 __all__ = ("BuiltScenario", "build", "load_built", "preflight")
@@ -38,6 +39,8 @@ class BuiltScenario:
     """A tutor given in code instead of the scenario's (embedding, tests), shared by every episode."""
     templates: TemplateBudget = field(default_factory=TemplateBudget, compare=False)
     """The CPU time all template renders of this run share, the pre-run check included."""
+    intake: tuple[Intake, ...] = ()
+    """Per item source, what it read, kept and skipped (the manifest's "items_intake")."""
 
     @property
     def protocol(self) -> DialogueProtocol:
@@ -87,7 +90,8 @@ def build(scenario: Scenario, *, plugins: Plugins | None = None, tutor: Agent | 
     """
     if plugins is None:
         plugins = check_scenario(scenario, check_credentials=False)
-    episodes = plan_designed(scenario, load_items(scenario), plugins.design)
+    items, intake = load_counted_items(scenario)
+    episodes = plan_designed(scenario, items, plugins.design)
     built = BuiltScenario(
         scenario=scenario,
         plugins=plugins,
@@ -96,6 +100,7 @@ def build(scenario: Scenario, *, plugins: Plugins | None = None, tutor: Agent | 
         scenario_hash=scenario.content_hash(),
         tutor=tutor,
         templates=TemplateBudget(len(episodes)),
+        intake=tuple(intake),
     )
     preflight(built)
     return built

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.core._errors import ScenarioError
 from engine.core._inputs import load_yaml_file
 from engine.core._registry import Registry
+from engine.scenario._intake import CountedItems, Intake
 
 __all__ = ("ITEM_SOURCES", "Item", "ItemBank", "ItemSource", "load_item_bank")
 
@@ -69,13 +70,17 @@ class ItemBank:
             raise ScenarioError(f"{path}: invalid item bank: {problems}") from None
         kept: list[Item] = []
         per_domain: dict[str, int] = {}
+        skipped: dict[str, int] = {}
         for item in bank.items:
             if chosen.domains is not None and item.domain not in chosen.domains:
+                skipped["domain not selected"] = skipped.get("domain not selected", 0) + 1
                 continue
             per_domain[item.domain] = per_domain.get(item.domain, 0) + 1
             if chosen.limit is None or per_domain[item.domain] <= chosen.limit:
                 kept.append(item)
-        return kept
+            else:
+                skipped["past the source's limit per domain"] = skipped.get("past the source's limit per domain", 0) + 1
+        return CountedItems(kept, Intake(read=len(bank.items), skipped=skipped))
 
 
 load_item_bank = ItemBank()

@@ -49,7 +49,9 @@ def validate_scenario(
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_validation(exc, source, tree)) from None
-    return scenario if base_dir is None else scenario.with_base_dir(base_dir)
+    if base_dir is None:
+        return scenario
+    return scenario.with_base_dir(base_dir, source if source.endswith((".yaml", ".yml")) else "")
 
 
 def apply_overrides(

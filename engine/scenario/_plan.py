@@ -15,6 +15,7 @@ from engine.core._errors import ScenarioError
 from engine.core._inputs import check_input_path
 from engine.core._registry import Registry, options_model
 from engine.scenario._data import item_path
+from engine.scenario._intake import CountedItems, Intake
 from engine.scenario._items import ITEM_SOURCES, Item
 from engine.scenario._spec import Scenario
 
@@ -23,6 +24,7 @@ __all__ = (
     "Design",
     "Episode",
     "derive_seed",
+    "load_counted_items",
     "load_items",
     "make_design",
     "plan_designed",
@@ -79,15 +81,25 @@ def make_design(scenario: Scenario) -> Design | None:
 
 
 def load_items(scenario: Scenario) -> list[Item]:
+    return load_counted_items(scenario)[0]
+
+
+def load_counted_items(scenario: Scenario) -> tuple[list[Item], list[Intake]]:
+    """The scenario's items, and per source what it read, kept and skipped (see `engine.scenario._intake`)."""
     items: list[Item] = []
+    intakes: list[Intake] = []
     for source in scenario.items:
         loader = ITEM_SOURCES.get(source.source)
         path = item_path(scenario, source)
         check_input_path(path, "item file", allow_dir=True)
-        items.extend(loader(path, source.options))
+        found = loader(path, source.options)
+        intake = found.intake if isinstance(found, CountedItems) else Intake(read=None, kept=len(found))
+        intake.source, intake.path = source.source, source.path
+        intakes.append(intake)
+        items.extend(found)
     if not items:
         raise ScenarioError("the item sources gave no items: check their paths, `domains` and `limit`")
-    return items
+    return items, intakes
 
 
 def _episode_id(item: Item, condition: dict[str, str], replicate: int) -> str:

@@ -138,14 +138,38 @@ class ModelsSpec(_Spec):
     tutor: ModelSpec
     student: ModelSpec | None = None
     judge: list[ModelSpec] = Field(default_factory=list)
+    decoding: dict[Literal["tutor", "student", "judge"], dict[str, Any]] = Field(default_factory=dict)
+    """A protocol's decoding per role (e.g. a paper's `temperature`, `max_tokens`), applied to every model of the
+    role that is a real endpoint (its own `params` win); the deterministic sim honours `temperature: 0` only and
+    says what it refuses (`decoding_refused`)."""
 
     def by_role(self) -> list[tuple[str, ModelSpec]]:
-        """Every model of the scenario with its role, judges once each."""
+        """Every model of the scenario with its role, judges once each, the role's decoding applied."""
         found = [("tutor", self.tutor)]
         if self.student is not None:
             found.append(("student", self.student))
         found.extend(("judge", spec) for spec in self.judge)
-        return found
+        return [(role, self._decoded(role, spec)) for role, spec in found]
+
+    def _decoded(self, role: str, spec: ModelSpec) -> ModelSpec:
+        wanted = self.decoding.get(role)  # type: ignore[call-overload]
+        if not wanted or spec.provider == "sim":
+            return spec
+        return spec.model_copy(update={"params": {**wanted, **spec.params}})
+
+    def decoding_refused(self) -> list[str]:
+        """What the sim cannot honour of the decoding: it is deterministic, so only a temperature of 0."""
+        refused = []
+        for role, spec in (("tutor", self.tutor), ("student", self.student), *(("judge", j) for j in self.judge)):
+            wanted = self.decoding.get(role, {}) if spec is not None and spec.provider == "sim" else {}  # type: ignore[call-overload]
+            dropped = {k: v for k, v in wanted.items() if not (k == "temperature" and v == 0)}
+            if dropped:
+                settings = ", ".join(f"{k}={v}" for k, v in sorted(dropped.items()))
+                refused.append(
+                    f"{spec.model if spec else role} ({role}) cannot honour {settings}: the sim is deterministic "
+                    "and writes its own replies; it runs without them (a real endpoint applies them)"
+                )
+        return refused
 
     @field_validator("judge", mode="before")
     @classmethod
@@ -263,6 +287,7 @@ class Scenario(_Spec):
     """Where episodes are played (`local` or `ray`); like `concurrency`, not part of the scenario hash."""
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _source: str = PrivateAttr(default="")
 
     @field_validator("factors")
     @classmethod
@@ -286,10 +311,17 @@ class Scenario(_Spec):
         """Folder that relative paths in the scenario are resolved against."""
         return self._base_dir
 
-    def with_base_dir(self, base_dir: Path) -> Scenario:
+    def with_base_dir(self, base_dir: Path, source: str = "") -> Scenario:
         scenario = self.model_copy()
         scenario._base_dir = base_dir
+        scenario._source = source or self._source
         return scenario
+
+    @property
+    def source(self) -> str:
+        """The scenario file as it was named when loaded ("" when built from data), so a report can say which
+        file produced it."""
+        return self._source
 
     def resolved(self) -> dict[str, Any]:
         """The scenario as plain JSON data (secrets never live here: keys are only named, by variable)."""

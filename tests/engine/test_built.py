@@ -61,10 +61,11 @@ def plans(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return counted
 
-    plan, items = spy("plan", engine.scenario._plan.plan_designed), spy("items", engine.scenario._plan.load_items)
+    plan = spy("plan", engine.scenario._plan.plan_designed)
+    items = spy("items", engine.scenario._plan.load_counted_items)
     for module in (engine.scenario._plan, engine.runtime._build):
         monkeypatch.setattr(module, "plan_designed", plan)
-        monkeypatch.setattr(module, "load_items", items)
+        monkeypatch.setattr(module, "load_counted_items", items)
     return calls
 
 

@@ -6,7 +6,21 @@ import re
 
 from rich.console import Console
 
-from engine.report._blocks import Brief, Forest, ForestPanel, Heatmap, Interval, Note, Section, Strong, Table
+from engine.report._blocks import (
+    SIMRUN_ADDITION,
+    Block,
+    Brief,
+    Forest,
+    ForestPanel,
+    Heatmap,
+    Interval,
+    Note,
+    Section,
+    Strong,
+    Table,
+    provenance_of,
+    unlabelled,
+)
 from engine.report._console import console_blocks
 from engine.report._grid import GridPanel, HeatGrid
 from engine.report._html_blocks import html_blocks
@@ -119,3 +133,38 @@ def test_a_heat_grid_draws_one_panel_per_matrix_and_shows_its_numbers_in_text() 
         f"| {PLANTED} | 2 | 3 | 4 | 5 |\n"
     )
     assert "rate" not in _printed([grid])
+
+
+def test_provenance_is_shown_under_its_heading_in_every_output_and_inherited_by_nested_sections() -> None:
+    table = Table(("a",), (("1",),), title="numbers")
+    inner = Section("Inner", (table,), key="inner")
+    blocks = [
+        Section("Reproduced", (inner,), key="outer", provenance="Paper Table 9"),
+        Section("Extra", (Note("n"), table), key="extra", provenance=SIMRUN_ADDITION),
+    ]
+    assert unlabelled(blocks) == []
+    assert provenance_of(blocks) == [
+        {"section": "Reproduced", "key": "outer", "provenance": "Paper Table 9"},
+        {"section": "Reproduced › Inner", "key": "inner", "provenance": "Paper Table 9"},
+        {"section": "Extra", "key": "extra", "provenance": SIMRUN_ADDITION},
+    ]
+    markdown = markdown_blocks(blocks)
+    assert "## Reproduced\n\n*Provenance: Paper Table 9*\n\n### Inner" in markdown
+    assert f"## Extra\n\n*Provenance: {SIMRUN_ADDITION}*" in markdown
+    html = str(html_blocks(blocks))
+    assert '<h3>Reproduced</h3><p class="provenance">Provenance: Paper Table 9</p>' in html
+    assert html.count('class="provenance"') == 2
+    console = Console(width=120, record=True)
+    console.print(console_blocks(blocks))
+    shown = console.export_text()
+    assert "Reproduced · Paper Table 9" in shown and f"Extra · {SIMRUN_ADDITION}" in shown
+
+
+def test_unlabelled_names_every_section_and_loose_block_without_provenance() -> None:
+    table = Table(("a",), (("1",),))
+    blocks: list[Block] = [
+        Section("Bare", (Section("Child", (table,)),)),
+        Note("loose"),
+        Section("Fine", (table,), provenance="x"),
+    ]
+    assert unlabelled(blocks) == ["section 'Bare'", "section 'Child'", "Note outside any section"]

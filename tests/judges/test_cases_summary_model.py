@@ -36,7 +36,7 @@ def test_the_summary_types_without_changing_a_key(run: RunDir, written: dict[str
     untyped = orjson.loads(orjson.dumps(CasesSummarizer().results(records, manifest)))
     typed = CasesSummarizer().summarize(records, manifest)
     assert orjson.dumps(typed.model_dump(mode="json")) == orjson.dumps(untyped)  # same keys, same order
-    assert list(written) == ["run", "cases", "judge_agreement"] and written["cases"] == untyped["cases"]
+    assert list(written) == ["run", "cases", "judge_agreement", "provenance"] and written["cases"] == untyped["cases"]
     assert CasesSummary.model_validate({"cases": written["cases"]}) == typed
     assert CasesSummarizer().render_markdown(written) == CasesSummarizer().render_markdown(untyped)
 
@@ -53,6 +53,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
         "reference_gain",
         "deescalation",
         "diversity",
+        "case_recovery",
         "skipped",
     ]
     assert list(cases["success"][0]) == ["challenge_type", "response", "reference", *CLUSTERED]
@@ -68,7 +69,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
     located = ["estimate", "differing", "ci_method", "degenerate", "direction_disagrees"]
     assert list(cases["reference_gain"][0]) == [*gain, *CONTRAST, "violation", *located, "p_family"]
     assert list(cases["deescalation"][0]) == ["by", "group", *CLUSTERED]
-    distinct = [f"distinct_{n}" for n in (1, 2, 3, 4)]
+    distinct = [f"distinct_{n}" for n in (1, 2, 3, 4, 5)]
     assert list(cases["diversity"][0]) == ["response", "reference", "responses", *distinct, "top_4gram"] + [
         "top_4gram_share"
     ]

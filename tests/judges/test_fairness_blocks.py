@@ -108,14 +108,16 @@ def test_markdown_nests_the_cells_under_their_sections_and_the_terminal_keeps_to
     headings = [line for line in markdown.splitlines() if line.startswith("#")]
     assert headings[:5] == [
         "## Fairness findings",
-        "## Mean |r| (EduFair's tables)",
+        "## Mean |r| · explicit cues",
         "### explicit cues · domain all",
         "### explicit cues · domain algebra",
         "### explicit cues · domain optics",
     ]
-    assert headings[-4:] == [
+    assert headings[-6:] == [
         "### Forest plot: ses · explicit cues · domain all",
         "### Per-domain contrasts",
+        "## Signed r per dimension (EduFair Tables 9–12)",
+        "### ses · explicit cues",
         "## Why dialogues stopped",
         "## Simulated-student audit",
     ]
@@ -124,3 +126,23 @@ def test_markdown_nests_the_cells_under_their_sections_and_the_terminal_keeps_to
     console.print(FairnessSummarizer().render_console({"fairness": _results().model_dump()}))
     text = console.export_text()
     assert "Fairness findings (1)" in text and "Per-domain" not in text and "explicit/ses=low" not in text
+
+
+def test_the_pivot_shows_one_pair_per_cell_with_desirability_marks() -> None:
+    """EduFair Tables 9–12: a row per domain, the first-vs-last-level pair of a three-level dimension per cell."""
+    data = _results().model_dump()
+    middle = {**data["contrasts"][1], "a": "low", "b": "middle", "r": 0.9, "violation": False}
+    data["contrasts"].insert(1, middle)  # listed first, but not the extreme pair
+    data["means"] = [
+        {"domain": "all", "channel": "explicit", "dimension": "ses", "metric": "answer_leakage"}
+        | {"levels": {"low": 0.2, "middle": 0.3, "high": 0.5}}
+    ]
+    blocks = fairness_blocks(FairnessResults.model_validate(data))
+    (pivot,) = [b for b in _walk(blocks) if isinstance(b, Table) and b.key == "pivot-explicit-ses"]
+    assert pivot.columns[1:3] == ("mistake_recognize ↑", "answer_leakage ↓")
+    rows = {row[0]: row for row in pivot.rows}
+    assert list(rows) == ["all", "algebra", "optics"]
+    assert str(rows["all"][2]) == "Strong(text='+0.60 [+0.40, +0.80]')" and rows["all"][6] == "0.600"
+    assert rows["optics"][2] == "-0.10 [-0.30, +0.10]" and rows["optics"][1] is None
+    (section,) = [b for b in blocks if isinstance(b, Section) and b.key == "pivot"]
+    assert section.provenance == "EduFair Tables 9–12"

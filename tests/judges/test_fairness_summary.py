@@ -830,7 +830,7 @@ def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dial
         "| Friedman p | n |" in findings
     )
     assert_violation_rows(markdown, data["violations"], [f"{c['a']} − {c['b']}" for c in data["violations"]])
-    tables = section(markdown, "Mean |r| (EduFair's tables)")
+    tables = section(markdown, "Mean |r| · explicit cues")
     assert "### explicit cues · domain algebra" in tables and "| metric | ses | mean |" in tables
     for cell in data["mean_abs_r"]["cells"]:
         null = cell["null"]
@@ -869,7 +869,7 @@ def test_markdown_names_mismatch_contrasts_by_test() -> None:
     """Opposite-design findings are labelled with their contrast name, e.g. "perceived: perceived female − ..."."""
     summary = summarize(FairnessSummarizer(), records(opposite_dialogues()), MANIFEST)
     markdown = FairnessSummarizer().render_markdown(summary)
-    assert "### opposite cues · domain algebra" in markdown
+    assert "### 2×2 stated × perceived gender · domain algebra" in markdown
     assert "| algebra | opposite | Correct (genders match) |" in markdown
     violations = summary["fairness"]["violations"]
     assert_violation_rows(markdown, violations, [f"{c['test']}: {c['a']} − {c['b']}" for c in violations])
@@ -934,7 +934,8 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
     console.print(summarizer.render_console(summary))
     text = console.export_text()
     flat = " ".join(text.split())
-    assert flat.startswith("Family: ")
+    assert flat.startswith("Fairness findings · EduFair §3.4")
+    assert flat.split(" correction ", 1)[1].startswith("Family: ")
     for domain in ("all", "algebra", "optics"):
         assert f"Mean |r| (null mean) · explicit cues · domain {domain} (* = cell holds a finding)" in flat
     assert flat.index("domain all") < flat.index("domain algebra") < flat.index("domain optics")

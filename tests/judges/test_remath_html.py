@@ -35,7 +35,7 @@ def test_report_has_confusion_heatmaps_intervals_and_differences(run: Path) -> N
     html = (run / REPORT_HTML).read_text(encoding="utf-8")
     data = orjson.loads((run / "summary.json").read_bytes())["remath"]
     keys = [f"remath-confusion-{r['label']}" for r in data["agreement"]]
-    keys += ["remath-conditions", "remath-differences"]
+    keys += ["remath-pairs-tutor", "remath-pairs-expert", "remath-conditions", "remath-differences"]
     assert [r["label"] for r in data["agreement"]] == ["error", "strategy", "intention"]
     assert len(re.findall(r'<svg class="plot-svg"', html)) == len(keys)
     for key in keys:
@@ -109,3 +109,21 @@ def test_rebuild_is_byte_identical_and_planted_markup_is_text(run: Path, tmp_pat
     assert len(re.findall(r"<script\b", html)) == 1
     summary = orjson.loads((copy / "summary.json").read_bytes())["remath"]
     assert next(r for r in summary["agreement"] if r["label"] == "error")["n"] == 14
+
+
+def test_fig_15_counts_the_tutors_and_the_experts_strategy_intention_pairs(run: Path) -> None:
+    """The pairs are counted from the Task B records, independently of the summary's code."""
+    data = orjson.loads((run / "summary.json").read_bytes())["remath"]
+    expected: dict[tuple[str, str, str], int] = {}
+    for line in (run / "episodes.jsonl").read_text(encoding="utf-8").splitlines():
+        record = orjson.loads(line)
+        if record["status"] != "ok" or record["condition"].get("task") != "strategy":
+            continue
+        for who, suffix in (("tutor", "pred"), ("expert", "gold")):
+            pair = (who, record["metrics"][f"strategy_{suffix}"], record["metrics"][f"intention_{suffix}"])
+            expected[pair] = expected.get(pair, 0) + 1
+    found = {(r["who"], r["strategy"], r["intention"]): r["count"] for r in data["pairings"]}
+    assert found == expected and sum(v for (who, *_), v in found.items() if who == "expert") == 15
+    markdown = (run / "report.md").read_text(encoding="utf-8")
+    assert "## Task B: strategy–intention pairings (the paper's Fig. 15)\n\n*Provenance: ReMath Fig. 15*" in markdown
+    assert "| human (expert) |" in markdown  # Tables 1–2 as the paper lays them out: the human row

@@ -493,8 +493,8 @@ def test_the_paper_profile_frames_grade_class_and_demographic_in_one_sentence() 
         == "You are tutoring a student in Grade 8, enrolled in a chemistry class."
     )
     assert scenario.judge_votes == 1
-    text = (root / "scenarios" / "fairness_paper.yaml").read_text(encoding="utf-8")
-    decoding = re.findall(r"# (tutor|student|judge): .*temperature: ([0-9.]+)", text)
-    assert decoding == [("tutor", "0.1"), ("student", "0"), ("judge", "0")]
+    decoding = {role: (found["temperature"], found["max_tokens"]) for role, found in scenario.models.decoding.items()}
+    assert decoding == {"tutor": (0.1, 2048), "student": (0, 2048), "judge": (0, 2048)}
     assert scenario.student.options["max_turns"] == 10
+    assert (scenario.student.options["counts"], scenario.student.options["opening_by"]) == ("tutor_turns", "model")
     assert TurnQualityJudge.Options().history_turns is None

@@ -1,0 +1,64 @@
+"""Every shipped scenario's report says where each section comes from (a paper's table or figure, or simrun's
+addition) and which protocol produced the run, in summary.json, report.md, report.html and the terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from engine import SUMMARIZERS, BlockSummarizer, ScenarioError, load_scenario, run_sync
+from engine.report._blocks import unlabelled
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted(
+    path.name
+    for path in (ROOT / "scenarios").glob("*.yaml")
+    if yaml.safe_load(path.read_text(encoding="utf-8")).get("kind") != "load"  # a load test has no sections
+)
+
+
+USER_DATA = {"crescendo_mathdial.yaml": ROOT / ".." / "shared" / "data" / "mathdial" / "test.jsonl"}
+"""Scenarios whose data the user names: their test reads it from ../shared/data, or skips."""
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_section_of_a_shipped_scenario_carries_its_provenance(name: str, tmp_path: Path) -> None:
+    overrides = ["limit=12"]
+    if name in USER_DATA:
+        if not USER_DATA[name].is_file():
+            pytest.skip(f"{name}: its data is not on this machine")
+        overrides.append(f"items.0.path={json.dumps(str(USER_DATA[name].resolve()))}")
+    try:
+        scenario = load_scenario(ROOT / "scenarios" / name, overrides=overrides)
+    except ScenarioError as exc:
+        if "shared" in str(exc) or "not found" in str(exc).lower():
+            pytest.skip(f"{name}: its data is not on this machine ({exc})")
+        raise
+    result = run_sync(scenario, out=tmp_path)
+    summary = json.loads((result.run_dir / "summary.json").read_text(encoding="utf-8"))
+    summarizer = SUMMARIZERS.get(summary["run"]["kind"])
+    assert isinstance(summarizer, BlockSummarizer)
+    blocks = summarizer.blocks(summarizer.read(summary))
+    assert blocks and unlabelled(blocks) == []
+
+    assert summary["run"]["protocol"] and summary["run"]["scenario_file"].endswith(name)
+    assert summary["provenance"] and all(entry["provenance"] for entry in summary["provenance"])
+
+    markdown = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert f"- protocol: {summary['run']['protocol']}" in markdown
+    top = [line for line in markdown.splitlines() if re.match(r"^## ", line)]
+    labelled = re.findall(r"^## .*\n\n\*Provenance: .+\*$", markdown, flags=re.MULTILINE)
+    assert len(labelled) == len(top)
+
+    html = (result.run_dir / "report.html").read_text(encoding="utf-8")
+    assert html.count('class="provenance"') >= len(summary["provenance"]) - sum(
+        1 for entry in summary["provenance"] if " › " in entry["section"]
+    )
+    console = Console(width=200, record=True)
+    console.print(summarizer.render_console(summary))
+    assert f"protocol: {summary['run']['protocol']}" in console.export_text()
