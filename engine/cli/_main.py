@@ -295,7 +295,10 @@ def _same_flags(models: Sequence[str], overrides: Sequence[str], limit: int | No
 def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, console: Console) -> None:
     """The summary table on stdout, the end-of-run summary on stderr (`console`), then the run directory."""
     out_console = Console(soft_wrap=True)
-    out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
+    from engine.report._models import view_for  # loaded with the report, after the episodes
+
+    shown = view_for(result.summary, built.summarizer)
+    out_console.print(fit_to_width(shown.render_console(result.summary), out_console.width))
     if result.summary.get("run", {}).get("simulated"):
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
@@ -414,7 +417,9 @@ def report(run_dir: Path) -> int:
             summary = _write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
-            renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)
+            from engine.report._models import view_for
+
+            renderable = view_for(summary, SUMMARIZERS.get(summary["run"]["kind"])).render_console(summary)
             console = Console()
             console.print(fit_to_width(renderable, console.width))
     finally:

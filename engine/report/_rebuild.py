@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.core._errors import ScenarioError
+from engine.report._models import model_results, tutor_labels, view_for
 from engine.report._judge_agreement import judge_agreement_markdown, run_judge_agreement
 from engine.report._page import render_report
 from engine.runtime._modes import mode_of
@@ -33,8 +34,12 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     current = run.current_records(manifest=manifest)
     records = current.records
     summarizer = summarizer_of(manifest)
-    found = summarizer.summarize(records, manifest)
-    results = found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
+    labels = tutor_labels(records, manifest)
+    if labels:  # a study of several tutors: the kind's tables per tutor, never over their records pooled
+        results = {"models": model_results(records, manifest, summarizer, labels)}
+    else:
+        found = summarizer.summarize(records, manifest)
+        results = found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
     statuses = Counter(record.status for record in records)
     providers = list(manifest.get("providers") or [])
     first_errors: dict[str, dict[str, Any]] = {}
@@ -66,6 +71,7 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     run.write_json(SUMMARY, summary)
+    summarizer = view_for(summary, summarizer)
     markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))

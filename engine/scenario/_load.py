@@ -59,6 +59,7 @@ def apply_overrides(
     `--set` reaches a key under it, so `--set models.tutor.base_url=...` works whichever way the file says it.
     """
     result: dict[str, Any] = _deep_copy(dict(data))
+    tutors: list[str | dict[str, Any]] = []
     for assignment in models:
         role, sep, text = assignment.partition("=")
         if not sep or role not in _ROLES or not text.strip():
@@ -70,7 +71,9 @@ def apply_overrides(
         section = result.setdefault("models", {})
         if not isinstance(section, dict):
             raise ScenarioError("models: expected a mapping of role to model")
-        section[role] = [spec] if role == "judge" else spec
+        if role == "tutor":  # a second --model tutor=... adds a tutor: a study of several
+            tutors.append(spec)
+        section[role] = [spec] if role == "judge" else (tutors if len(tutors) > 1 else spec)
     for assignment in overrides:
         dotted, sep, raw = assignment.partition("=")
         if not sep or not dotted:

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from engine.scenario._budget import Price
 
 __all__ = (
     "BASE_URL_ENV",
+    "LABEL_PATTERN",
     "MAX_EPISODES",
     "DesignSpec",
     "ExecutorSpec",
@@ -49,6 +60,7 @@ BASE_URL_ENV: Final = "OPENAI_BASE_URL"
 MAX_EPISODES: Final = 200_000
 """Default cap on the size of a plan (`max_episodes`, `--max-episodes`), so a typo cannot plan forever."""
 _MAX_RATE: Final = 1e9
+LABEL_PATTERN: Final = r"^[A-Za-z0-9_.+-]{1,32}$"
 
 
 def _short_form(key: str, data: Any) -> Any:
@@ -104,6 +116,8 @@ class ModelSpec(_Spec):
     """Generation parameters (`temperature`, `max_tokens`, ...); for `sim/...` the simulator's knobs."""
     transport: Literal["sdk", "lean"] = "sdk"
     """How `openai/...` talks HTTP: the official SDK, or the lean aiohttp path (a fraction of its CPU per call)."""
+    label: str | None = Field(default=None, pattern=LABEL_PATTERN)
+    """A tutor's short name in a study of several tutors (records, tables, episode ids); default: the model's name."""
 
     @model_validator(mode="before")
     @classmethod
@@ -131,15 +145,55 @@ class ModelSpec(_Spec):
 
 
 class ModelsSpec(_Spec):
-    """Models by role. Several judge models vote in turn; one judge model is asked `judge_votes` times."""
+    """Models by role. Several judge models vote in turn; one judge model is asked `judge_votes` times.
 
-    tutor: ModelSpec
+    `tutor` may be a list of labelled specs: a study of several tutors, each meeting the same plan."""
+
+    tutor: Annotated[
+        Annotated[ModelSpec, Tag("One")] | Annotated[list[ModelSpec], Tag("Many")],
+        Discriminator(lambda value: "Many" if isinstance(value, list) else "One"),
+    ]
     student: ModelSpec | None = None
     judge: list[ModelSpec] = Field(default_factory=list)
 
+    @property
+    def tutors(self) -> list[ModelSpec]:
+        """The tutors under test, in the scenario's order (one for an ordinary scenario)."""
+        return list(self.tutor) if isinstance(self.tutor, list) else [self.tutor]
+
+    @property
+    def tutor_labels(self) -> tuple[str, ...] | None:
+        """Each tutor's label when the scenario is a study of several tutors, else None (ids stay as they were)."""
+        if not isinstance(self.tutor, list):
+            return None
+        return tuple(spec.label or spec.name for spec in self.tutor)
+
+    def labelled_tutors(self) -> list[tuple[str | None, ModelSpec]]:
+        labels = self.tutor_labels
+        return list(zip(labels, self.tutors, strict=True)) if labels else [(None, self.tutors[0])]
+
+    @field_validator("tutor")
+    @classmethod
+    def _distinct_labels(cls, tutor: ModelSpec | list[ModelSpec]) -> ModelSpec | list[ModelSpec]:
+        if not isinstance(tutor, list):
+            return tutor
+        if not tutor:
+            raise ValueError("a list of tutors needs at least one model")
+        labels = [spec.label or spec.name for spec in tutor]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(
+                f"tutors share the label {', '.join(map(repr, repeated))}: give each a distinct `label` "
+                "(letters, digits, _ . + -; at most 32)"
+            )
+        bad = [label for label in labels if not re.match(LABEL_PATTERN, label)]
+        if bad:
+            raise ValueError(f"tutor model name {bad[0]!r} cannot serve as a label: give it a `label`")
+        return tutor
+
     def by_role(self) -> list[tuple[str, ModelSpec]]:
         """Every model of the scenario with its role, judges once each."""
-        found = [("tutor", self.tutor)]
+        found = [("tutor", spec) for spec in self.tutors]
         if self.student is not None:
             found.append(("student", self.student))
         found.extend(("judge", spec) for spec in self.judge)
@@ -217,7 +271,10 @@ def measured(resolved: dict[str, Any]) -> dict[str, Any]:
     for role, spec in models.items():
         specs = spec if isinstance(spec, list) else [spec]
         kept = [
-            {k: v for k, v in s.items() if k not in _OPERATIONAL_MODEL} if isinstance(s, dict) else s for s in specs
+            {k: v for k, v in s.items() if k not in _OPERATIONAL_MODEL and not (k == "label" and v is None)}
+            if isinstance(s, dict)
+            else s
+            for s in specs
         ]
         models[role] = kept if isinstance(spec, list) else kept[0]
     data["models"] = models
