@@ -81,6 +81,8 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
     calibration bench uses it, with `results`, to run thousands of analyses."""
 
     summary_model = FairnessSummary
+    model_headline = ("answer_leakage", "lower")
+    """What a study of several tutors ranks them by (engine.report._models)."""
 
     def __init__(self, *, intervals: bool = True) -> None:
         self.intervals = intervals

@@ -347,7 +347,7 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
     console.print(
         f"scenario [bold]{escape(spec.name)}[/] ({escape(spec.kind)}): {len(episodes)} episodes = "
         f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
-        f"{spec.replicates} replicate(s)"
+        f"{spec.replicates} replicate(s)" + (f" × {len(labels)} tutors" if (labels := spec.models.tutor_labels) else "")
     )
     for note in planning_notes(spec, episodes):
         console.print(Text(note))
@@ -358,7 +358,7 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
     for column in ("role", "model", "calls", "tokens", "cost (USD)"):
         table.add_column(column, justify="left" if column in ("role", "model") else "right")
     by_role: dict[str, list[str]] = {}
-    for role, model_spec in built.models:
+    for role, model_spec in spec.models.by_named_role():
         by_role.setdefault(role, []).append(model_spec.model)
     total_cost: float | None = 0.0
     total_tokens = 0

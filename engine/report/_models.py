@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from markupsafe import Markup
@@ -39,7 +40,9 @@ def unit_key(record: EpisodeRecord) -> UnitKey:
 def tutor_labels(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> list[str]:
     """The study's tutor labels in the scenario's order (records' labels outside it after them); [] for one."""
     declared = ((manifest.get("scenario") or {}).get("models") or {}).get("tutor")
-    order = [spec.get("label") or spec["model"].split("/", 1)[1] for spec in declared] if isinstance(declared, list) else []
+    order = (
+        [spec.get("label") or spec["model"].split("/", 1)[1] for spec in declared] if isinstance(declared, list) else []
+    )
     seen = {r.tutor for r in records if r.tutor is not None}
     return [label for label in order if label in seen or not seen] + sorted(seen - set(order))
 
@@ -64,7 +67,9 @@ def model_results(
     records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], summarizer: Any, labels: Sequence[str]
 ) -> dict[str, Any]:
     """summary.json's `models`: each tutor's kind summary, how balanced the records are, and the comparison."""
-    by_model = {label: _dump(summarizer.summarize([r for r in records if r.tutor == label], manifest)) for label in labels}
+    by_model = {
+        label: _dump(summarizer.summarize([r for r in records if r.tutor == label], manifest)) for label in labels
+    }
     scores: dict[str, dict[UnitKey, dict[str, float]]] = {label: {} for label in labels}
     item_of: dict[UnitKey, str] = {}
     cell_of: dict[UnitKey, str] = {}
@@ -220,7 +225,7 @@ def _forest(comparison: Mapping[str, Any]) -> list[Block]:
             if r["metric"] == metric
         )
         panels.append(ForestPanel(metric, intervals))
-    numbers = _pairs_table({**comparison, "pairs": findings})
+    numbers = replace(_pairs_table({**comparison, "pairs": findings}), console_columns=())
     return [
         Forest(
             tuple(panels),
@@ -305,7 +310,11 @@ class ModelsView:
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         if isinstance(self.kind, EpisodeVerdict):
-            return f"{record.tutor}: {self.kind.episode_verdict(record)}" if record.tutor else self.kind.episode_verdict(record)
+            return (
+                f"{record.tutor}: {self.kind.episode_verdict(record)}"
+                if record.tutor
+                else self.kind.episode_verdict(record)
+            )
         return default_verdict(record)
 
 

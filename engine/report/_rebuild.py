@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.core._errors import ScenarioError
-from engine.report._models import model_results, tutor_labels, view_for
 from engine.report._judge_agreement import judge_agreement_markdown, run_judge_agreement
+from engine.report._models import model_results, tutor_labels, view_for
 from engine.report._page import render_report
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer

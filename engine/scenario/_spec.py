@@ -199,6 +199,15 @@ class ModelsSpec(_Spec):
         found.extend(("judge", spec) for spec in self.judge)
         return found
 
+    def by_named_role(self) -> list[tuple[str, ModelSpec]]:
+        """`by_role` with each tutor of a study of several named `tutor LABEL`: the roles of a cost estimate."""
+        labels = self.tutor_labels
+        if labels is None:
+            return self.by_role()
+        return [(f"tutor {label}", spec) for label, spec in zip(labels, self.tutors, strict=True)] + [
+            (role, spec) for role, spec in self.by_role() if role != "tutor"
+        ]
+
     @field_validator("judge", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:

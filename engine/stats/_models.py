@@ -157,32 +157,28 @@ def _leaderboard(
 ) -> list[dict[str, Any]]:
     table = _table(data, units, headline.metric)
     keep = ~np.isnan(table).any(axis=1)
-    table, kept = table[keep], [unit for unit, k in zip(units, keep, strict=True) if k]
+    table, kept = table[keep], [unit for unit, k in zip(units, map(bool, keep), strict=True) if k]
     if not kept:
         return []
     low, high, ci = rank_intervals(
         table, [data.item_of[u] for u in kept], lower_is_better=headline.lower_is_better, seed=seed, n_boot=n_boot
     )
-    rows = [
+    means = table.mean(axis=0)
+    sign = 1.0 if headline.lower_is_better else -1.0
+    order = sorted(range(len(data.labels)), key=lambda j: (int(low[j]), int(high[j]), sign * float(means[j])))
+    return [
         {
-            "model": label,
+            "model": data.labels[j],
             "n": len(kept),
-            "mean": float(table[:, j].mean()),
+            "mean": float(means[j]),
             "ci_low": float(ci[0, j]),
             "ci_high": float(ci[1, j]),
             "rank_low": int(low[j]),
             "rank_high": int(high[j]),
+            "tied_with": [data.labels[k] for k in order if k != j and low[k] <= high[j] and low[j] <= high[k]],
         }
-        for j, label in enumerate(data.labels)
+        for j in order
     ]
-    rows.sort(key=lambda row: (row["rank_low"], row["rank_high"], row["mean"] * (1 if headline.lower_is_better else -1)))
-    for row in rows:
-        row["tied_with"] = [
-            other["model"]
-            for other in rows
-            if other is not row and other["rank_low"] <= row["rank_high"] and row["rank_low"] <= other["rank_high"]
-        ]
-    return rows
 
 
 def _cells(data: ModelScores, units: Sequence[Any], headline: Headline) -> list[dict[str, Any]]:
