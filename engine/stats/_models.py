@@ -156,8 +156,8 @@ def _leaderboard(
     data: ModelScores, units: Sequence[Any], headline: Headline, *, seed: int, n_boot: int
 ) -> list[dict[str, Any]]:
     table = _table(data, units, headline.metric)
-    keep = ~np.isnan(table).any(axis=1)
-    table, kept = table[keep], [unit for unit, k in zip(units, map(bool, keep), strict=True) if k]
+    kept = [unit for unit, row in zip(units, table, strict=True) if not np.isnan(row).any()]
+    table = table[~np.isnan(table).any(axis=1)]
     if not kept:
         return []
     low, high, ci = rank_intervals(
