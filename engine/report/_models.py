@@ -278,15 +278,18 @@ class ModelsView:
     def blocks(self, summary: Mapping[str, Any]) -> list[Block]:
         models = summary["models"]
         comparison = models["comparison"]
+        head = comparison["headline"]["metric"]
         compared = Section(
             "Tutors compared",
             (
-                *_leaderboard(comparison, models["balance"]),
-                *_heatmaps(comparison),
-                _omnibus_table(comparison),
-                _pairs_table(comparison),
-                *_forest(comparison),
-                _cells_table(comparison),
+                Section("Leaderboard", tuple(_leaderboard(comparison, models["balance"])), key="leaderboard"),
+                Section(f"{head} by tutor", tuple(_heatmaps(comparison)), key="model-heatmaps"),
+                Section(
+                    "Differences between tutors",
+                    (_omnibus_table(comparison), _pairs_table(comparison), *_forest(comparison)),
+                    key="model-pairs",
+                ),
+                Section("Cell by cell", (_cells_table(comparison),), key="model-cells"),
             ),
             key="models",
         )

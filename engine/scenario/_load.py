@@ -8,7 +8,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -128,7 +128,9 @@ def _promoted(value: Any, shape: Any) -> Any:
 
 
 def _container(annotation: Any) -> Any:
-    """The list type or model class in an annotation (through `X | None`), or None."""
+    """The list type or model class in an annotation (through `X | None` and `Annotated`), or None."""
+    if get_origin(annotation) is Annotated:
+        return _container(get_args(annotation)[0])
     if get_origin(annotation) is list or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
         return annotation
     if get_origin(annotation) in (Union, types.UnionType):
