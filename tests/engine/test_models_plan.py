@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import ScenarioError, build
-from engine.scenario._load import apply_overrides
 from engine.scenario._items import Item
+from engine.scenario._load import apply_overrides
 from engine.scenario._plan import Episode, interleave_tutors
 from engine.scenario._spec import measured
 from tests.helpers import make_scenario, scenario_data, write_bank
