@@ -67,13 +67,14 @@ def model_results(
     records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], summarizer: Any, labels: Sequence[str]
 ) -> dict[str, Any]:
     """summary.json's `models`: each tutor's kind summary, how balanced the records are, and the comparison."""
+    ordered = sorted(records, key=lambda r: r.id)  # the same tables however the records were gathered
     by_model = {
-        label: _dump(summarizer.summarize([r for r in records if r.tutor == label], manifest)) for label in labels
+        label: _dump(summarizer.summarize([r for r in ordered if r.tutor == label], manifest)) for label in labels
     }
     scores: dict[str, dict[UnitKey, dict[str, float]]] = {label: {} for label in labels}
     item_of: dict[UnitKey, str] = {}
     cell_of: dict[UnitKey, str] = {}
-    for record in records:
+    for record in ordered:
         if record.status != "ok" or record.tutor not in scores:
             continue
         key = unit_key(record)

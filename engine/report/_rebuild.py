@@ -35,7 +35,7 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
     records = current.records
     summarizer = summarizer_of(manifest)
     labels = tutor_labels(records, manifest)
-    if labels:  # a study of several tutors: the kind's tables per tutor, never over their records pooled
+    if len(labels) > 1:  # a study of several tutors: the kind's tables per tutor, never over their records pooled
         results = {"models": model_results(records, manifest, summarizer, labels)}
     else:
         found = summarizer.summarize(records, manifest)

@@ -163,9 +163,11 @@ class ModelsSpec(_Spec):
 
     @property
     def tutor_labels(self) -> tuple[str, ...] | None:
-        """Each tutor's label when the scenario is a study of several tutors, else None (ids stay as they were)."""
+        """Each tutor's label when the scenario is a study of several tutors, or of one that is given a `label`
+        (a part of a study run separately, to be joined by `simrun compare --tutors`); else None, and ids, seeds and
+        records stay as they were."""
         if not isinstance(self.tutor, list):
-            return None
+            return None if self.tutor.label is None else (self.tutor.label,)
         return tuple(spec.label or spec.name for spec in self.tutor)
 
     def labelled_tutors(self) -> list[tuple[str | None, ModelSpec]]:

@@ -84,9 +84,7 @@ def test_the_cell_count_says_where_b_is_worse() -> None:
     """Cells c0..c3: m1 is worse in c0 and c1, better in c2, equal in c3; the sign test is over the three."""
     outcomes = {"c0": (0, 1), "c1": (0, 1), "c2": (1, 0), "c3": (1, 1)}
     units = list(itertools.product(outcomes, range(2)))
-    scores = {
-        f"m{j}": {(cell, r): {"harm": float(outcomes[cell][j])} for cell, r in units} for j in range(2)
-    }
+    scores = {f"m{j}": {(cell, r): {"harm": float(outcomes[cell][j])} for cell, r in units} for j in range(2)}
     data = ModelScores(("m0", "m1"), scores, {u: f"{u[0]}-{u[1]}" for u in units}, {u: u[0] for u in units})
     (row,) = compare_models(data, HEAD, seed=0, n_boot=0, min_pairs=1)["cells"]
     assert (row["cells"], row["b_worse"], row["b_better"]) == (4, 2, 1)
