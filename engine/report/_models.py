@@ -26,7 +26,7 @@ from engine.report._sections import EpisodeScores, EpisodeVerdict, default_score
 from engine.stats._families import format_p
 from engine.stats._models import Headline, ModelScores, compare_models
 
-__all__ = ("ModelsView", "headline_of", "model_results", "tutor_labels", "unit_key", "view_for")
+__all__ = ("ModelsView", "headline_of", "model_results", "model_scores", "tutor_labels", "unit_key", "view_for")
 
 UnitKey = tuple[str, tuple[tuple[str, str], ...], int]
 MAX_HEATMAP_LEVELS = 24
@@ -63,6 +63,22 @@ def _dump(found: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
     return found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
 
 
+def model_scores(records: Sequence[EpisodeRecord], summarizer: Any, labels: Sequence[str]) -> ModelScores:
+    """Each tutor's per-episode scores by unit (ok records only), with each unit's item and table cell."""
+    scores: dict[str, dict[UnitKey, dict[str, float]]] = {label: {} for label in labels}
+    item_of: dict[UnitKey, str] = {}
+    cell_of: dict[UnitKey, str] = {}
+    for record in records:
+        if record.status != "ok" or record.tutor not in scores:
+            continue
+        key = unit_key(record)
+        scores[record.tutor][key] = _scores(summarizer, record)
+        item_of[key] = record.item_id
+        domain = str(record.meta.get("domain") or "")
+        cell_of[key] = " · ".join([domain, *(v for _, v in key[1])]).strip(" ·") or "all"
+    return ModelScores(tuple(labels), scores, item_of, cell_of)
+
+
 def model_results(
     records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], summarizer: Any, labels: Sequence[str]
 ) -> dict[str, Any]:
@@ -71,22 +87,9 @@ def model_results(
     by_model = {
         label: _dump(summarizer.summarize([r for r in ordered if r.tutor == label], manifest)) for label in labels
     }
-    scores: dict[str, dict[UnitKey, dict[str, float]]] = {label: {} for label in labels}
-    item_of: dict[UnitKey, str] = {}
-    cell_of: dict[UnitKey, str] = {}
-    for record in ordered:
-        if record.status != "ok" or record.tutor not in scores:
-            continue
-        key = unit_key(record)
-        scores[record.tutor][key] = _scores(summarizer, record)
-        item_of[key] = record.item_id
-        domain = str(record.meta.get("domain") or "")
-        cell_of[key] = " · ".join([domain, *(v for _, v in key[1])]).strip(" ·") or "all"
-    metrics = sorted({m for per_unit in scores.values() for values in per_unit.values() for m in values})
-    headline = headline_of(summarizer, metrics)
-    data = ModelScores(tuple(labels), scores, item_of, cell_of)
-    comparison = compare_models(data, headline, seed=int(manifest.get("seed") or 0))
-    comparison["by_level"] = _by_level(scores, headline.metric, labels)
+    data = model_scores(ordered, summarizer, labels)
+    comparison = compare_models(data, headline_of(summarizer, data.metrics), seed=int(manifest.get("seed") or 0))
+    comparison["by_level"] = _by_level(data.scores, comparison["headline"]["metric"], labels)
     planned = int((manifest.get("counts") or {}).get("planned") or 0) // max(1, len(labels))
     balance = {
         label: {

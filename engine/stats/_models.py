@@ -61,6 +61,10 @@ class ModelScores:
     item_of: Mapping[Any, str]
     cell_of: Mapping[Any, str]
 
+    @property
+    def metrics(self) -> list[str]:
+        return sorted({m for label in self.labels for values in self.scores[label].values() for m in values})
+
 
 def _complete(data: ModelScores) -> list[Any]:
     """The units every tutor has a record of, in a stable order."""
@@ -213,7 +217,7 @@ def compare_models(
 ) -> dict[str, Any]:
     """The cross-tutor comparison as plain JSON: balance, leaderboard, omnibus and pairs per metric, cells."""
     units = _complete(data)
-    metrics = sorted({m for label in data.labels for values in data.scores[label].values() for m in values})
+    metrics = data.metrics
     omnibus: list[dict[str, Any]] = []
     pairs: list[dict[str, Any]] = []
     for metric in metrics:
