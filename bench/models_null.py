@@ -69,7 +69,8 @@ def _any_finding(comparison: dict[str, Any]) -> bool:
 
 
 def _planted_found(comparison: dict[str, Any]) -> bool:
-    return any(r["violation"] and "copy2" in (r["a"], r["b"]) and r["metric"] == HEAD.metric for r in comparison["pairs"])
+    pairs = comparison["pairs"]
+    return any(r["violation"] and "copy2" in (r["a"], r["b"]) and r["metric"] == HEAD.metric for r in pairs)
 
 
 def _runner(seed: int, planted: float | None, out: Path) -> dict[str, Any]:
