@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from markupsafe import Markup
@@ -272,6 +272,22 @@ def _heatmaps(comparison: Mapping[str, Any]) -> list[Block]:
     return blocks
 
 
+def _keyed(block: Any, label: str) -> Any:
+    """A tutor's copy of a kind's block, its HTML ids (and those of the blocks inside it) made the tutor's own."""
+    if not is_dataclass(block) or isinstance(block, type):
+        return block
+    changes: dict[str, Any] = {}
+    for part in fields(block):
+        value = getattr(block, part.name)
+        if part.name == "key" and isinstance(value, str) and value:
+            changes["key"] = f"{label}-{value}"
+        elif is_dataclass(value):
+            changes[part.name] = _keyed(value, label)
+        elif isinstance(value, tuple) and any(is_dataclass(v) for v in value):
+            changes[part.name] = tuple(_keyed(v, label) for v in value)
+    return replace(block, **changes) if changes else block
+
+
 class ModelsView:
     """The kind's summariser seen through a study of several tutors: the comparison first, then each tutor's
     own tables; episode verdicts and scores stay the kind's."""
@@ -303,7 +319,8 @@ class ModelsView:
         own = {"run": summary.get("run"), **summary["models"]["by_model"][label]}
         heading = Note(f"── tutor {label} ──", console=True)
         if hasattr(self.kind, "blocks") and hasattr(self.kind, "read"):
-            return Section(f"Tutor {label}", (heading, *self.kind.blocks(self.kind.read(own))), key=f"tutor-{label}")
+            own_blocks = (_keyed(block, label) for block in self.kind.blocks(self.kind.read(own)))
+            return Section(f"Tutor {label}", (heading, *own_blocks), key=f"tutor-{label}")
         return Section(f"Tutor {label}", (heading, Note(self.kind.render_markdown(own))), key=f"tutor-{label}")
 
     def render_markdown(self, summary: Mapping[str, Any], /) -> str:
