@@ -38,13 +38,14 @@ def unit_key(record: EpisodeRecord) -> UnitKey:
 
 
 def tutor_labels(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> list[str]:
-    """The study's tutor labels in the scenario's order (records' labels outside it after them); [] for one."""
+    """The study's tutor labels in the scenario's order, those without a record too (records' labels outside it
+    after them); [] when no record has a tutor label (a one-tutor run)."""
     declared = ((manifest.get("scenario") or {}).get("models") or {}).get("tutor")
     order = (
         [spec.get("label") or spec["model"].split("/", 1)[1] for spec in declared] if isinstance(declared, list) else []
     )
     seen = {r.tutor for r in records if r.tutor is not None}
-    return [label for label in order if label in seen or not seen] + sorted(seen - set(order))
+    return order + sorted(seen - set(order)) if seen else []
 
 
 def headline_of(summarizer: object, metrics: Sequence[str]) -> Headline:

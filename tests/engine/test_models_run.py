@@ -12,6 +12,7 @@ import pytest
 
 import engine
 from engine.runtime._rundir import RunDir
+from engine.scenario._budget import Budget
 from engine.tools._serve import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario, scenario_data
 
@@ -132,3 +133,20 @@ async def test_a_dead_tutor_stops_only_its_own_episodes(tmp_path: Path) -> None:
     assert "tutor gone" in result.reason and "quota" in result.reason
     summary = orjson.loads((result.run_dir / "summary.json").read_bytes())
     assert summary["models"]["balance"]["gone"]["ok"] == 0
+
+
+def test_a_study_stopped_by_its_budget_stays_balanced(tmp_path: Path) -> None:
+    """Admission follows the interleaved plan: a token budget spent early leaves every tutor within one episode
+    of the others, and the report says how many each has."""
+    scenario = _study(tmp_path, [*TWO, {**TWO[0], "label": "third"}], concurrency=2)
+    result = engine.run_sync(scenario, out=tmp_path / "runs", budget=Budget(max_tokens=60_000))
+    records = _records(result.run_dir)
+    planned = len(engine.Runner(scenario).episodes)
+    assert result.status == "interrupted" and 0 < len(records) < planned
+    counts = Counter(r.tutor for r in records)
+    assert max(counts.values()) - min(counts.get(label, 0) for label in ("calm", "rash", "third")) <= 1
+    balance = orjson.loads((result.run_dir / "summary.json").read_bytes())["models"]["balance"]
+    assert {label: row["ok"] + row["error"] for label, row in balance.items()} == {
+        label: counts.get(label, 0) for label in ("calm", "rash", "third")
+    }
+    assert all(row["planned"] == planned // 3 for row in balance.values())
