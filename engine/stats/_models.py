@@ -185,19 +185,27 @@ def _leaderboard(
     ]
 
 
+def _column_means(table: FloatArray) -> FloatArray:
+    """Each tutor's mean over its scored units in a cell; NaN where it has none (without numpy's warning)."""
+    present = ~np.isnan(table)
+    counts = present.sum(axis=0)
+    sums = np.where(present, table, 0.0).sum(axis=0)
+    means: FloatArray = np.divide(sums, counts, out=np.full(table.shape[1], np.nan), where=counts > 0)
+    return means
+
+
 def _cells(data: ModelScores, units: Sequence[Any], headline: Headline) -> list[dict[str, Any]]:
     """Per pair, over the table's cells: in how many is B worse than A on the headline (a sign test over cells)."""
     by_cell: dict[str, list[Any]] = {}
     for unit in units:
         by_cell.setdefault(data.cell_of[unit], []).append(unit)
     means = {
-        cell: np.nanmean(_table(data, cell_units, headline.metric), axis=0) if cell_units else None
-        for cell, cell_units in sorted(by_cell.items())
+        cell: _column_means(_table(data, cell_units, headline.metric)) for cell, cell_units in sorted(by_cell.items())
     }
     rows = []
     sign = 1.0 if headline.lower_is_better else -1.0
     for i, j in itertools.combinations(range(len(data.labels)), 2):
-        gaps = [sign * (m[j] - m[i]) for m in means.values() if m is not None and not np.isnan(m[[i, j]]).any()]
+        gaps = [sign * (m[j] - m[i]) for m in means.values() if not np.isnan(m[[i, j]]).any()]
         worse, better = sum(g > 1e-12 for g in gaps), sum(g < -1e-12 for g in gaps)
         p = float(stats.binomtest(worse, worse + better).pvalue) if worse + better else None
         rows.append(
