@@ -3,14 +3,19 @@ that stops only the tutor whose endpoint died (real HTTP against loopback server
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from rich.console import Console
 
 import engine
+from engine.core._format import fit_to_width
+from engine.report._models import view_for
+from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import RunDir
 from engine.scenario._budget import Budget
 from engine.tools._serve import LoopbackServer, ServeOptions
@@ -150,3 +155,12 @@ def test_a_study_stopped_by_its_budget_stays_balanced(tmp_path: Path) -> None:
         label: counts.get(label, 0) for label in ("calm", "rash", "third")
     }
     assert all(row["planned"] == planned // 3 for row in balance.values())
+
+
+def test_the_terminal_leaderboard_fits_80_columns(study: tuple[engine.Scenario, engine.RunResult]) -> None:
+    summary = orjson.loads((study[1].run_dir / "summary.json").read_bytes())
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(fit_to_width(view_for(summary, SUMMARIZERS.get("crescendo")).render_console(summary), 80))
+    text = console.export_text()
+    assert text.splitlines()[0].strip().startswith("Leaderboard: unsafe_reply_share (lower is better)")
+    assert "95% CI" in text and max(len(line) for line in text.splitlines()) <= 80
