@@ -42,10 +42,10 @@ NARROW = ["factors.format=[multi]", "factors.dimension=[cognitive, epistemic, me
 
 
 def _tutors(planted: float | None) -> list[dict[str, Any]]:
-    specs = [{"label": f"copy{k}", "model": "sim/tutor", "params": dict(BASE)} for k in range(4)]
+    params = [dict(BASE) for _ in range(4)]
     if planted is not None:
-        specs[2]["params"]["leak_base"] = BASE["leak_base"] + planted
-    return specs
+        params[2]["leak_base"] = BASE["leak_base"] + planted
+    return [{"label": f"copy{k}", "model": "sim/tutor", "params": p} for k, p in enumerate(params)]
 
 
 def _fast(seed: int, planted: float | None, units: int) -> ModelScores:

@@ -14,7 +14,7 @@ from engine.cli._main import main
 from engine.tools._join import join_tutor_runs
 from tests.helpers import make_scenario, scenario_data
 
-THREE = [
+THREE: list[dict[str, Any]] = [
     {"label": "calm", "model": "sim/tutor", "params": {"leak_base": 0.05, "leak_per_turn": 0.02}},
     {"label": "mid", "model": "sim/tutor", "params": {"leak_base": 0.2, "leak_per_turn": 0.1}},
     {"label": "rash", "model": "sim/tutor", "params": {"leak_base": 0.6, "leak_per_turn": 0.2}},
@@ -32,7 +32,7 @@ def _run(base: Path, name: str, tutor: Any, **extra: Any) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("join")
     found = {"study": _run(base, "study", THREE)}
-    found.update({spec["label"]: _run(base, spec["label"], spec) for spec in THREE})
+    found.update({str(spec["label"]): _run(base, str(spec["label"]), spec) for spec in THREE})
     return found
 
 
