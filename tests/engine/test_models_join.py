@@ -58,3 +58,11 @@ def test_the_command_joins_and_refuses_other_scenarios(
     code = main(["compare", "--tutors", str(runs["calm"]), str(other), "--out", str(tmp_path / "no")])
     message = capsys.readouterr().err
     assert code == 2 and "differ in: judge_votes, seed" in message
+
+
+def test_plain_compare_refuses_a_study_of_several_tutors(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its episodes would collide by unit: the study's own report is where its tutors are compared."""
+    assert main(["compare", str(runs["study"]), str(runs["calm"]), "--out", str(tmp_path / "c")]) == 2
+    assert "study of several tutors" in capsys.readouterr().err
