@@ -51,9 +51,9 @@ class TutorSet:
         return tuple(label for label, _ in self._labelled)
 
     def open(self, endpoints: Endpoints) -> None:
-        """One client per tutor, each on its own endpoint (`Endpoints.client`)."""
+        """One client per tutor, each on its own endpoint; its role `tutor LABEL` keeps its spending apart."""
         self._endpoints = endpoints
-        self.clients = {label: endpoints.client("tutor", spec) for label, spec in self._labelled}
+        self.clients = {label: endpoints.client(f"tutor {label}", spec) for label, spec in self._labelled}
 
     def clients_for(self, episode: Episode, clients: dict[str, ModelClient]) -> dict[str, ModelClient]:
         if episode.tutor is None or episode.tutor not in self.clients:
