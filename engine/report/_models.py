@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from rich.console import RenderableType
 
 from engine.core._records import EpisodeRecord
+from engine.core._text import word_count
 from engine.report._blocks import Block, Forest, ForestPanel, Heatmap, Interval, Note, Section, Table
 from engine.report._console import console_blocks
 from engine.report._html_blocks import html_blocks
@@ -67,6 +68,7 @@ def _dump(found: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
 def model_scores(records: Sequence[EpisodeRecord], summarizer: Any, labels: Sequence[str]) -> ModelScores:
     """Each tutor's per-episode scores by unit (ok records only), with each unit's item and table cell."""
     scores: dict[str, dict[UnitKey, dict[str, float]]] = {label: {} for label in labels}
+    words: dict[str, dict[UnitKey, float]] = {label: {} for label in labels}
     item_of: dict[UnitKey, str] = {}
     cell_of: dict[UnitKey, str] = {}
     for record in records:
@@ -74,10 +76,13 @@ def model_scores(records: Sequence[EpisodeRecord], summarizer: Any, labels: Sequ
             continue
         key = unit_key(record)
         scores[record.tutor][key] = _scores(summarizer, record)
+        replies = [word_count(turn.text) for turn in record.turns if turn.role == "tutor"]
+        if replies:
+            words[record.tutor][key] = sum(replies) / len(replies)
         item_of[key] = record.item_id
         domain = str(record.meta.get("domain") or "")
         cell_of[key] = " · ".join([domain, *(v for _, v in key[1])]).strip(" ·") or "all"
-    return ModelScores(tuple(labels), scores, item_of, cell_of)
+    return ModelScores(tuple(labels), scores, item_of, cell_of, words)
 
 
 def model_results(
@@ -149,7 +154,18 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
         f"Rank intervals: 95% from a bootstrap over items on the {units} units every tutor played; tutors whose "
         f"intervals overlap are tied. Episodes ok per tutor: {counts}."
     )
-    return [table, Note(note, console=True)]
+    blocks: list[Block] = [table, Note(note, console=True)]
+    found = comparison.get("length_vs_headline")
+    if found:
+        blocks.append(
+            Note(
+                f"Across the {found['tutors']} tutors, Spearman's ρ between mean reply length (words) and "
+                f"{head['metric']}: {found['rho']:+.2f} [{found['low']:+.2f}, {found['high']:+.2f}] "
+                "(95%, bootstrap over items).",
+                console=True,
+            )
+        )
+    return blocks
 
 
 def _pairs_table(comparison: Mapping[str, Any]) -> Table:

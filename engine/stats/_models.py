@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.core._lazy import lazy_module
@@ -32,7 +32,16 @@ else:
     np = lazy_module("numpy")
     stats = lazy_module("scipy.stats")
 
-__all__ = ("FAMILY_METHOD", "FAMILY_Q", "Headline", "ModelScores", "compare_models", "omnibus_test", "rank_intervals")
+__all__ = (
+    "FAMILY_METHOD",
+    "FAMILY_Q",
+    "Headline",
+    "ModelScores",
+    "association_across_tutors",
+    "compare_models",
+    "omnibus_test",
+    "rank_intervals",
+)
 
 FAMILY_METHOD = "bh"
 FAMILY_Q = 0.05
@@ -60,6 +69,8 @@ class ModelScores:
     scores: Mapping[str, Mapping[Any, Mapping[str, float]]]
     item_of: Mapping[Any, str]
     cell_of: Mapping[Any, str]
+    reply_words: Mapping[str, Mapping[Any, float]] = field(default_factory=dict)
+    """Per tutor and unit, the mean length of its replies in words (TutorCaseBench's text statistic)."""
 
     @property
     def metrics(self) -> list[str]:
@@ -139,16 +150,44 @@ def _gate(omnibus: list[dict[str, Any]], q: float) -> None:
         row["passes"] = row["status"] == "ok" and (row["p_adjusted"] is None or row["p_adjusted"] <= q)
 
 
+def _item_weights(items: Sequence[str], seed: int, n_boot: int) -> FloatArray:
+    """Resamples × units: how often each unit's item is drawn in each bootstrap resample of whole items."""
+    names, index = np.unique(np.asarray(items), return_inverse=True)
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(len(names), np.full(len(names), 1 / len(names)), size=n_boot).astype(np.float64)
+    weights: FloatArray = counts[:, index]
+    return weights
+
+
+def association_across_tutors(
+    x: FloatArray, y: FloatArray, items: Sequence[str], *, seed: int, n_boot: int = N_BOOT_RANKS
+) -> dict[str, Any] | None:
+    """Spearman's ρ across tutors between two per-tutor means over the same units (units × tutors each), with a
+    95% interval from a bootstrap over items; None below three tutors or without spread."""
+    if x.shape[1] < 3 or x.shape[0] == 0:
+        return None
+    mean_x, mean_y = x.mean(axis=0), y.mean(axis=0)
+    if np.ptp(mean_x) == 0 or np.ptp(mean_y) == 0:
+        return None
+    weights = _item_weights(items, seed, n_boot)
+    total = weights.sum(axis=1, keepdims=True)
+    draws = [
+        float(stats.spearmanr(bx, by).statistic)
+        for bx, by in zip((weights @ x) / total, (weights @ y) / total, strict=True)
+        if np.ptp(bx) > 0 and np.ptp(by) > 0
+    ]
+    low, high = np.percentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
+    rho = float(stats.spearmanr(mean_x, mean_y).statistic)
+    return {"rho": rho, "low": float(low), "high": float(high), "tutors": int(x.shape[1]), "units": int(x.shape[0])}
+
+
 def rank_intervals(
     table: FloatArray, items: Sequence[str], *, lower_is_better: bool, seed: int, n_boot: int = N_BOOT_RANKS
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Each tutor's mean's 95% interval and rank interval (1 = best) from a bootstrap over items (clusters).
 
     Returns (rank_low, rank_high, mean_ci) with mean_ci of shape (2, tutors)."""
-    names, index = np.unique(np.asarray(items), return_inverse=True)
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(len(names), np.full(len(names), 1 / len(names)), size=n_boot).astype(np.float64)
-    weights = counts[:, index]
+    weights = _item_weights(items, seed, n_boot)
     means = (weights @ table) / weights.sum(axis=1, keepdims=True)
     ranks = stats.rankdata(means if lower_is_better else -means, method="min", axis=1)
     low = np.floor(np.percentile(ranks, 2.5, axis=0))
@@ -248,4 +287,17 @@ def compare_models(
         "pairs": pairs,
         "family": {"method": FAMILY_METHOD, "q": q, "size": family, "findings": sum(r["violation"] for r in pairs)},
         "cells": _cells(data, units, headline),
+        "length_vs_headline": _length_association(data, units, headline, seed=derive_seed(seed, "length")),
     }
+
+
+def _length_association(data: ModelScores, units: Sequence[Any], headline: Headline, *, seed: int) -> Any:
+    if not data.reply_words:
+        return None
+    words = np.array(
+        [[data.reply_words.get(label, {}).get(u, math.nan) for label in data.labels] for u in units], dtype=np.float64
+    ).reshape(len(units), len(data.labels))
+    scores = _table(data, units, headline.metric)
+    keep = ~(np.isnan(words).any(axis=1) | np.isnan(scores).any(axis=1))
+    items = [data.item_of[u] for u, w, v in zip(units, words, scores, strict=True) if not np.isnan([*w, *v]).any()]
+    return association_across_tutors(words[keep], scores[keep], items, seed=seed)

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.stats._models import Headline, ModelScores, compare_models, omnibus_test, rank_intervals
+from engine.stats._models import (
+    Headline,
+    ModelScores,
+    association_across_tutors,
+    compare_models,
+    omnibus_test,
+    rank_intervals,
+)
 
 BINARY = np.array(
     [[1, 0, 0], [1, 1, 0], [1, 0, 1], [0, 0, 0], [1, 1, 1], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=np.float64
@@ -89,3 +96,16 @@ def test_the_cell_count_says_where_b_is_worse() -> None:
     (row,) = compare_models(data, HEAD, seed=0, n_boot=0, min_pairs=1)["cells"]
     assert (row["cells"], row["b_worse"], row["b_better"]) == (4, 2, 1)
     assert row["p"] == pytest.approx(stats.binomtest(2, 3).pvalue)
+
+
+def test_reply_length_and_the_headline_are_correlated_across_tutors() -> None:
+    """ρ is scipy's Spearman of the tutors' means, and its interval holds it; fewer than three tutors: none."""
+    rng = np.random.default_rng(5)
+    words = rng.normal([40, 80, 120, 160], 10, size=(30, 4))
+    harm = rng.normal([0.1, 0.2, 0.4, 0.3], 0.05, size=(30, 4))
+    items = [f"i{n // 2}" for n in range(30)]
+    found = association_across_tutors(words, harm, items, seed=1, n_boot=300)
+    assert found is not None
+    assert found["rho"] == pytest.approx(stats.spearmanr(words.mean(axis=0), harm.mean(axis=0)).statistic)
+    assert found["low"] <= found["rho"] <= found["high"] and found["tutors"] == 4
+    assert association_across_tutors(words[:, :2], harm[:, :2], items, seed=1) is None
