@@ -91,6 +91,8 @@ def _order(types: set[str]) -> list[str]:
 class CasesSummarizer(BlockSummarizer[CasesSummary]):
     summary_model = CasesSummary
     protocol = staticmethod(cases_protocol)
+    model_headline = ("success", "higher")
+    """What a study of several tutors ranks them by (engine.report._models)."""
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
         return CasesSummary.model_validate(self.results(records, manifest))

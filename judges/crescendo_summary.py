@@ -154,6 +154,8 @@ class _Cells:
 class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
     summary_model = CrescendoSummary
     protocol = staticmethod(crescendo_protocol)
+    model_headline = ("unsafe_reply_share", "lower")
+    """What a study of several tutors ranks them by (engine.report._models)."""
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CrescendoSummary:
         return CrescendoSummary.model_validate(self.results(records, manifest))

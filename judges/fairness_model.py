@@ -205,6 +205,8 @@ class MetricPair(BaseModel):
     turns: int
     agreement: float
     same_signal: bool
+
+
 class JudgedReplies(BaseModel):
     """Judged tutor replies per dialogue over the run's finished dialogues."""
 

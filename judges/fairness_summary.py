@@ -103,6 +103,8 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
 
     summary_model = FairnessSummary
     protocol = staticmethod(fairness_protocol)
+    model_headline = ("answer_leakage", "lower")
+    """What a study of several tutors ranks them by (engine.report._models)."""
 
     def __init__(self, *, intervals: bool = True, null_draws: int = NULL_DRAWS) -> None:
         self.intervals = intervals

@@ -106,6 +106,8 @@ def _label_match(record: EpisodeRecord, label: str) -> bool | None:
 class RemathSummarizer(BlockSummarizer[RemathSummary]):
     summary_model = RemathSummary
     protocol = staticmethod(remath_protocol)
+    model_headline = ("overall", "higher")
+    """What a study of several tutors ranks them by (engine.report._models)."""
 
     def blocks(self, summary: RemathSummary, /) -> list[Block]:
         """Tasks A/B agreement and confusion, Task C by condition, its paired tests and Table 8."""

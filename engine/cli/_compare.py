@@ -19,9 +19,16 @@ __all__ = ("compare_command",)
 @click.command(name="compare")
 @click.argument("runs", nargs=-1, required=True, type=RUN_DIR)
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="Folder for the comparison report.")
-def compare_command(runs: tuple[Path, ...], out: Path | None) -> int:
+@click.option(
+    "--tutors",
+    is_flag=True,
+    help="Join runs of one scenario that differ only in the tutor into one study of several tutors (docs/models.md).",
+)
+def compare_command(runs: tuple[Path, ...], out: Path | None, tutors: bool) -> int:
     """Compare RUN_A RUN_B [...] episode by episode; writes compare.md and compare.html (exit 2: not comparable)."""
     target = out or Path("runs") / f"compare-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    if tutors:
+        return _join(runs, target)
     comparison = write_comparison(runs, target)
     for warning in comparison.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -33,3 +40,16 @@ def compare_command(runs: tuple[Path, ...], out: Path | None) -> int:
         console.print(fit_to_width(headline, console.width))
     click.echo(f"wrote {target / 'compare.md'} and {target / 'compare.html'} ({comparison.matched} matched episodes)")
     return 0 if comparison.comparable else 2
+
+
+def _join(runs: tuple[Path, ...], target: Path) -> int:
+    from engine.report._models import view_for
+    from engine.runtime._plugins import SUMMARIZERS
+    from engine.tools._join import join_tutor_runs
+
+    summary = join_tutor_runs(runs, target)
+    console = Console(soft_wrap=True)
+    view = view_for(summary, SUMMARIZERS.get(str(summary["run"]["kind"])))
+    console.print(fit_to_width(view.render_console(summary), console.width))
+    click.echo(f"wrote {target / 'report.md'} and {target / 'report.html'} ({len(runs)} runs joined)")
+    return 0

@@ -336,8 +336,11 @@ def _same_flags(
 def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, console: Console) -> None:
     """The summary table on stdout, the end-of-run summary on stderr (`console`), then the run directory."""
     out_console = Console(soft_wrap=True)
+    from engine.report._models import view_for  # loaded with the report, after the episodes
+
     _print_played_by(out_console, result.summary)
-    out_console.print(fit_to_width(built.summarizer.render_console(result.summary), out_console.width))
+    shown = view_for(result.summary, built.summarizer)
+    out_console.print(fit_to_width(shown.render_console(result.summary), out_console.width))
     _print_provenance(out_console, result.summary)
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
@@ -423,7 +426,7 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
     console.print(
         f"scenario [bold]{escape(spec.name)}[/] ({escape(spec.kind)}): {len(episodes)} episodes = "
         f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
-        f"{spec.replicates} replicate(s)"
+        f"{spec.replicates} replicate(s)" + (f" × {len(labels)} tutors" if (labels := spec.models.tutor_labels) else "")
     )
     for note in planning_notes(spec, episodes):
         console.print(Text(note))
@@ -434,7 +437,7 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
     for column in ("role", "model", "calls", "tokens", "cost (USD)"):
         table.add_column(column, justify="left" if column in ("role", "model") else "right")
     by_role: dict[str, list[str]] = {}
-    for role, model_spec in built.models:
+    for role, model_spec in spec.models.by_named_role():
         by_role.setdefault(role, []).append(model_spec.model)
     total_cost: float | None = 0.0
     total_tokens = 0
@@ -497,7 +500,9 @@ def report(run_dir: Path) -> int:
             summary = _write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
-            renderable = SUMMARIZERS.get(summary["run"]["kind"]).render_console(summary)
+            from engine.report._models import view_for
+
+            renderable = view_for(summary, SUMMARIZERS.get(summary["run"]["kind"])).render_console(summary)
             console = Console()
             _print_played_by(console, summary)
             console.print(fit_to_width(renderable, console.width))

@@ -69,6 +69,8 @@ class EpisodeRecord(_Record):
     condition: dict[str, str]
     replicate: int
     seed: int
+    tutor: str | None = None
+    """The tutor's label in a study of several tutors; absent from the line of a one-tutor run."""
     status: Literal["ok", "error"]
     error: ErrorInfo | None = None
     turns: list[Turn] = Field(default_factory=list)

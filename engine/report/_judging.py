@@ -111,8 +111,9 @@ def all_simulated(played: Mapping[str, Any]) -> bool:
 def sim_judge_note(played: Mapping[str, Any]) -> str | None:
     """A warning when a language model's replies are judged by the simulator: its verdicts are keyword checks."""
     tutor = played.get("tutor") or {}
+    tutors = tutor if isinstance(tutor, list) else [tutor]
     judges = played.get("judge") or []
-    if tutor.get("simulator", True) or not any(j.get("simulator") for j in judges):
+    if all(t.get("simulator", True) for t in tutors) or not any(j.get("simulator") for j in judges):
         return None
     return (
         "the tutor is a language model but a judge is the `sim` simulator: its verdicts are keyword checks "
@@ -122,7 +123,9 @@ def sim_judge_note(played: Mapping[str, Any]) -> str | None:
 
 def _player(entry: Any) -> str:
     entries = entry if isinstance(entry, list) else [entry]
-    return ", ".join(f"{_played(e)} `{e.get('model')}`" for e in entries)
+    return ", ".join(
+        f"{_played(e)} `{e.get('model')}`" + (f" ({e['label']})" if e.get("label") else "") for e in entries
+    )
 
 
 def _played(entry: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ from engine.report._judging import (
     played_by_line,
     sim_judge_note,
 )
+from engine.report._models import model_results, tutor_labels, view_for
 from engine.report._page import render_report
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer
@@ -40,8 +41,12 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     current = run.current_records(manifest=manifest)
     records = current.records
     summarizer = summarizer_of(manifest)
-    found = summarizer.summarize(records, manifest)
-    results = found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
+    labels = tutor_labels(records, manifest)
+    if len(labels) > 1:  # a study of several tutors: the kind's tables per tutor, never over their records pooled
+        results = {"models": model_results(records, manifest, summarizer, labels)}
+    else:
+        found = summarizer.summarize(records, manifest)
+        results = found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
     statuses = Counter(record.status for record in records)
     providers = list(manifest.get("providers") or [])
     first_errors: dict[str, dict[str, Any]] = {}
@@ -82,6 +87,7 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     if callable(labels):
         summary["provenance"] = labels(found)
     run.write_json(SUMMARY, summary)
+    summarizer = view_for(summary, summarizer)
     markdown = (
         summarizer.render_markdown(summary)
         + judge_agreement_markdown(summary["judge_agreement"])

@@ -78,6 +78,7 @@ class BuiltScenario:
         totals: dict[str, CallEstimate] = {}
         for episode in self.episodes:
             for role, guess in self.protocol.estimate(self, episode).items():
+                role = f"tutor {episode.tutor}" if role == "tutor" and episode.tutor is not None else role
                 totals[role] = totals.get(role, CallEstimate()) + guess
         return totals
 

@@ -50,7 +50,7 @@ def expected_duration(scenario: Scenario, totals: Mapping[str, CallEstimate]) ->
     a role at its max_concurrency or the scenario's concurrency (an episode makes one call at a time).
     """
     models: dict[str, list[ModelSpec]] = {}
-    for role, spec in scenario.models.by_role():
+    for role, spec in scenario.models.by_named_role():
         models.setdefault(role, []).append(spec)
     bounds: list[DurationBound] = []
     for role, guess in totals.items():

@@ -11,7 +11,10 @@ __all__ = ("played_by",)
 
 
 def played_by(models: ModelsSpec, *, custom_tutor: bool) -> dict[str, Any]:
-    tutor = {"model": "custom agent", "simulator": False} if custom_tutor else _player(models.tutor)
+    tutors = [_player(spec) for spec in models.tutors]
+    tutor: Any = (
+        {"model": "custom agent", "simulator": False} if custom_tutor else tutors[0] if len(tutors) == 1 else tutors
+    )
     return {
         "tutor": tutor,
         "student": _player(models.student) if models.student else None,
@@ -20,4 +23,5 @@ def played_by(models: ModelsSpec, *, custom_tutor: bool) -> dict[str, Any]:
 
 
 def _player(spec: ModelSpec) -> dict[str, Any]:
-    return {"model": spec.model, "provider": spec.provider, "simulator": spec.provider == "sim"}
+    player = {"model": spec.model, "provider": spec.provider, "simulator": spec.provider == "sim"}
+    return player | {"label": spec.label} if spec.label else player

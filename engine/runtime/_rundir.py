@@ -342,7 +342,8 @@ class RunDir:
 
     async def append(self, record: EpisodeRecord) -> None:
         """Append one record as a whole line and flush it; shielded so cancellation cannot tear it."""
-        line = orjson.dumps(record.model_dump(mode="json", exclude_none=False)) + b"\n"
+        unset = {"tutor"} if record.tutor is None else None  # a one-tutor run's lines stay as they were
+        line = orjson.dumps(record.model_dump(mode="json", exclude_none=False, exclude=unset)) + b"\n"
         if self._lock is None:
             self._lock = anyio.Lock()
         with anyio.CancelScope(shield=True):

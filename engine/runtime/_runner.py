@@ -35,6 +35,7 @@ from engine.runtime._build import BuiltScenario, build, preflight
 from engine.runtime._players import played_by
 from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
 from engine.runtime._rundir import RunDir, stored_hash, utc_now
+from engine.runtime._tutors import TutorSet, manifest_models
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec, Scenario
@@ -145,6 +146,7 @@ class Runner:
         )
         """Every secret of the run (keys, credentials in base URLs), kept out of all it writes and prints."""
         self._inputs = InputMemo()
+        self.tutors = TutorSet(self.scenario.models)
         self._cache_setting = cache
         self._out = Path(out) if out is not None else Path("runs")
         self._resume = Path(resume) if resume is not None else None
@@ -329,6 +331,9 @@ class Runner:
             self._episodes_scope.cancel()
 
     def _breaker_opened(self, reason: str) -> None:
+        if self._episodes_scope is not None and (stopped := self.tutors.stop_own(reason, self._events)):
+            self.reason, self._interrupted = self.redactor.text(stopped), True  # one tutor of several, local runs
+            return
         self._stop(f"circuit breaker opened: {reason}", cancel_in_flight=True)
 
     async def _watch_signals(self) -> None:
@@ -356,6 +361,7 @@ class Runner:
             )
         )
         built = [(role, endpoints.client(role, spec)) for role, spec in roles]
+        self.tutors.open(endpoints)
         # What the probe calls: each endpoint once, by the first role that uses it (a custom tutor uses none).
         used = [(role, spec) for role, spec in roles if not (role == "tutor" and self._custom_tutor)]
         self._endpoints = endpoints.probe_targets(used)
@@ -386,7 +392,7 @@ class Runner:
         with self._episodes_scope:
             async with anyio.create_task_group() as group:
                 with self._admission:
-                    for episode in self.pending:
+                    for episode in filter(self.tutors.admits, self.pending):
                         await limiter.acquire_on_behalf_of(episode.id)
                         reason = self.admission_refused()
                         if reason is not None:
@@ -417,7 +423,8 @@ class Runner:
         judges: list[Judge],
     ) -> None:
         try:
-            await self.accept(await self._play(episode, clients, judge_clients, judges))
+            with self.tutors.playing(episode):
+                await self.accept(await self._play(episode, clients, judge_clients, judges))
         finally:
             limiter.release_on_behalf_of(episode.id)
 
@@ -459,7 +466,7 @@ class Runner:
             tutor=self.built.make_tutor(),
             student=self.built.make_student(),
             judges=judges,
-            clients=clients,
+            clients=self.tutors.clients_for(episode, clients),
             judge_clients=judge_clients,
             on_turn=turn_callback if on_turn is not None else None,  # no await per turn when nobody listens
             run_memo=self._inputs,
@@ -488,6 +495,7 @@ class Runner:
             condition=dict(episode.condition),
             replicate=episode.replicate,
             seed=episode.seed,
+            tutor=episode.tutor,
             status="error" if error else "ok",
             error=error,
             turns=ctx.turns,
@@ -524,11 +532,7 @@ class Runner:
                 "plan_hash": self._plan_hash,
                 "kind": scenario.kind,
                 "seed": scenario.seed,
-                "models": {
-                    "tutor": "custom agent" if self._custom_tutor else scenario.models.tutor.model,
-                    "student": scenario.models.student.model if scenario.models.student else None,
-                    "judge": [spec.model for spec in scenario.models.judge],
-                },
+                "models": manifest_models(scenario.models, custom_tutor=self._custom_tutor is not None),
                 "providers": providers,
                 "played_by": played_by(scenario.models, custom_tutor=self._custom_tutor is not None),
                 "status": status,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -63,6 +63,7 @@ def apply_overrides(
     `--set` reaches a key under it, so `--set models.tutor.base_url=...` works whichever way the file says it.
     """
     result: dict[str, Any] = _deep_copy(dict(data))
+    tutors: list[str | dict[str, Any]] = []
     for assignment in models:
         role, sep, text = assignment.partition("=")
         if not sep or role not in _ROLES or not text.strip():
@@ -76,7 +77,13 @@ def apply_overrides(
         section = result.setdefault("models", {})
         if not isinstance(section, dict):
             raise ScenarioError("models: expected a mapping of role to model")
-        section[role] = [spec] if role == "judge" and not isinstance(spec, list) else spec
+        if role == "tutor":  # a second --model tutor=... adds a tutor: a study of several
+            tutors.append(spec)
+        section[role] = (
+            ([spec] if not isinstance(spec, list) else spec)
+            if role == "judge"
+            else (tutors if len(tutors) > 1 else spec)
+        )
     for assignment in overrides:
         dotted, sep, raw = assignment.partition("=")
         if not sep or not dotted:
@@ -136,7 +143,9 @@ def _promoted(value: Any, shape: Any) -> Any:
 
 
 def _container(annotation: Any) -> Any:
-    """The list type or model class in an annotation (through `X | None`), or None."""
+    """The list type or model class in an annotation (through `X | None` and `Annotated`), or None."""
+    if get_origin(annotation) is Annotated:
+        return _container(get_args(annotation)[0])
     if get_origin(annotation) is list or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
         return annotation
     if get_origin(annotation) in (Union, types.UnionType):

@@ -25,6 +25,7 @@ __all__ = (
     "Episode",
     "derive_seed",
     "load_counted_items",
+    "interleave_tutors",
     "load_items",
     "make_design",
     "plan_designed",
@@ -47,9 +48,17 @@ class Episode:
     seed: int
     extras: dict[str, Any] = field(default_factory=dict, hash=False)
     """What the design tells this episode about its condition (e.g. the cue sentence); JSON-safe."""
+    tutor: str | None = None
+    """The tutor's label in a study of several tutors (see `ModelsSpec.tutor_labels`), else None."""
 
     def seed_for(self, *parts: object) -> int:
-        """A sub-seed for one call of this episode, so concurrent calls never share a random stream."""
+        """A sub-seed for one call of this episode, so concurrent calls never share a random stream.
+
+        Only the tutor's own calls (`seed_for("tutor", ...)`) depend on the tutor's label: the student, the
+        judges and the design see the same randomness whichever tutor plays, so two tutors meet the same
+        student wherever their dialogues agree so far."""
+        if self.tutor is not None and parts and parts[0] == "tutor":
+            return derive_seed(self.seed, *parts, self.tutor)
         return derive_seed(self.seed, *parts)
 
 
@@ -108,10 +117,12 @@ def _episode_id(item: Item, condition: dict[str, str], replicate: int) -> str:
 
 
 def plan_episodes(scenario: Scenario, items: list[Item]) -> list[Episode]:
-    """Every item under every condition consistent with its pinned factors, `replicates` times.
+    """Every item under every condition consistent with its pinned factors, `replicates` times (and, in a study
+    of several tutors, once per tutor: see `interleave_tutors`).
 
     Returned in a shuffled order (seeded by the run seed) so that no condition systematically runs first;
-    `limit` keeps the first N of the unshuffled plan, so a limited run is a stable subset.
+    `limit` keeps the first N of the unshuffled plan, so a limited run is a stable subset (with several tutors,
+    N units, each played by every tutor).
     """
     return plan_designed(scenario, items, make_design(scenario))
 
@@ -131,7 +142,8 @@ def plan_designed(scenario: Scenario, items: list[Item], design: Design | None) 
         raise ScenarioError(_too_big(pairs * scenario.replicates, scenario.max_episodes))
     crossed = [dict(zip(names, levels, strict=True)) for levels in itertools.product(*(v for _, v in factors))]
     conditions = [{**d, **c} for d in designed for c in crossed]
-    planned = _plan_size(items, conditions) * scenario.replicates
+    tutors = scenario.models.tutor_labels
+    planned = _plan_size(items, conditions) * scenario.replicates * (len(tutors) if tutors else 1)
     if planned > scenario.max_episodes and (scenario.limit is None or scenario.limit > scenario.max_episodes):
         raise ScenarioError(_too_big(planned, scenario.max_episodes))
     episodes = list(itertools.islice(_episodes(scenario, design, items, conditions), scenario.limit))
@@ -141,7 +153,22 @@ def plan_designed(scenario: Scenario, items: list[Item], design: Design | None) 
             "factors against `factors` and the design)"
         )
     random.Random(scenario.seed).shuffle(episodes)
-    return episodes
+    return episodes if tutors is None else interleave_tutors(episodes, tutors)
+
+
+def interleave_tutors(episodes: list[Episode], labels: tuple[str, ...]) -> list[Episode]:
+    """Every episode once per tutor, the tutors of one unit (item, condition, replicate) next to each other.
+
+    The plan's order is the runner's admission order, so a run stopped at any point (a budget, a breaker,
+    Ctrl-C) has admitted every tutor within one unit of the others: its data stay balanced and paired. The
+    tutor that goes first rotates from unit to unit. Ids gain `|tutor=LABEL`; seeds do not change.
+    """
+    played: list[Episode] = []
+    for position, episode in enumerate(episodes):
+        for turn in range(len(labels)):
+            label = labels[(position + turn) % len(labels)]
+            played.append(dataclasses.replace(episode, id=f"{episode.id}|tutor={label}", tutor=label))
+    return played
 
 
 def _plan_size(items: list[Item], conditions: list[dict[str, str]]) -> int:

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from engine.scenario._budget import Price
 
 __all__ = (
     "BASE_URL_ENV",
+    "LABEL_PATTERN",
     "MAX_EPISODES",
     "DesignSpec",
     "ExecutorSpec",
@@ -48,6 +59,7 @@ BASE_URL_ENV: Final = "OPENAI_BASE_URL"
 MAX_EPISODES: Final = 200_000
 """Default cap on the size of a plan (`max_episodes`, `--max-episodes`), so a typo cannot plan forever."""
 _MAX_RATE: Final = 1e9
+LABEL_PATTERN: Final = r"^[A-Za-z0-9_.+-]{1,32}$"
 
 
 def _short_form(key: str, data: Any) -> Any:
@@ -106,6 +118,8 @@ class ModelSpec(_Spec):
     structured_output: Literal["json_schema", "json_object"] = "json_schema"
     """How a call that needs a given JSON shape (a judge's verdict) asks for it: the shape's own schema, strict,
     or, for a server without structured outputs, any JSON object; the reply is validated either way."""
+    label: str | None = Field(default=None, pattern=LABEL_PATTERN)
+    """A tutor's short name in a study of several tutors (records, tables, episode ids); default: the model's name."""
 
     @model_validator(mode="before")
     @classmethod
@@ -133,9 +147,14 @@ class ModelSpec(_Spec):
 
 
 class ModelsSpec(_Spec):
-    """Models by role. Several judge models vote in turn; one judge model is asked `judge_votes` times."""
+    """Models by role. Several judge models vote in turn; one judge model is asked `judge_votes` times.
 
-    tutor: ModelSpec
+    `tutor` may be a list of labelled specs: a study of several tutors, each meeting the same plan."""
+
+    tutor: Annotated[
+        Annotated[ModelSpec, Tag("One")] | Annotated[list[ModelSpec], Tag("Many")],
+        Discriminator(lambda value: "Many" if isinstance(value, list) else "One"),
+    ]
     student: ModelSpec | None = None
     judge: list[ModelSpec] = Field(default_factory=list)
     decoding: dict[Literal["tutor", "student", "judge"], dict[str, Any]] = Field(default_factory=dict)
@@ -143,9 +162,46 @@ class ModelsSpec(_Spec):
     role that is a real endpoint (its own `params` win); the deterministic sim honours `temperature: 0` only and
     says what it refuses (`decoding_refused`)."""
 
+    @property
+    def tutors(self) -> list[ModelSpec]:
+        """The tutors under test, in the scenario's order (one for an ordinary scenario)."""
+        return list(self.tutor) if isinstance(self.tutor, list) else [self.tutor]
+
+    @property
+    def tutor_labels(self) -> tuple[str, ...] | None:
+        """Each tutor's label when the scenario is a study of several tutors, or of one that is given a `label`
+        (a part of a study run separately, to be joined by `simrun compare --tutors`); else None, and ids, seeds and
+        records stay as they were."""
+        if not isinstance(self.tutor, list):
+            return None if self.tutor.label is None else (self.tutor.label,)
+        return tuple(spec.label or spec.name for spec in self.tutor)
+
+    def labelled_tutors(self) -> list[tuple[str | None, ModelSpec]]:
+        labels = self.tutor_labels
+        return list(zip(labels, self.tutors, strict=True)) if labels else [(None, self.tutors[0])]
+
+    @field_validator("tutor")
+    @classmethod
+    def _distinct_labels(cls, tutor: ModelSpec | list[ModelSpec]) -> ModelSpec | list[ModelSpec]:
+        if not isinstance(tutor, list):
+            return tutor
+        if not tutor:
+            raise ValueError("a list of tutors needs at least one model")
+        labels = [spec.label or spec.name for spec in tutor]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(
+                f"tutors share the label {', '.join(map(repr, repeated))}: give each a distinct `label` "
+                "(letters, digits, _ . + -; at most 32)"
+            )
+        bad = [label for label in labels if not re.match(LABEL_PATTERN, label)]
+        if bad:
+            raise ValueError(f"tutor model name {bad[0]!r} cannot serve as a label: give it a `label`")
+        return tutor
+
     def by_role(self) -> list[tuple[str, ModelSpec]]:
         """Every model of the scenario with its role, judges once each, the role's decoding applied."""
-        found = [("tutor", self.tutor)]
+        found = [("tutor", spec) for spec in self.tutors]
         if self.student is not None:
             found.append(("student", self.student))
         found.extend(("judge", spec) for spec in self.judge)
@@ -160,7 +216,11 @@ class ModelsSpec(_Spec):
     def decoding_refused(self) -> list[str]:
         """What the sim cannot honour of the decoding: it is deterministic, so only a temperature of 0."""
         refused = []
-        for role, spec in (("tutor", self.tutor), ("student", self.student), *(("judge", j) for j in self.judge)):
+        for role, spec in (
+            *(("tutor", t) for t in self.tutors),
+            ("student", self.student),
+            *(("judge", j) for j in self.judge),
+        ):
             wanted = self.decoding.get(role, {}) if spec is not None and spec.provider == "sim" else {}  # type: ignore[call-overload]
             dropped = {k: v for k, v in wanted.items() if not (k == "temperature" and v == 0)}
             if dropped:
@@ -170,6 +230,15 @@ class ModelsSpec(_Spec):
                     "and writes its own replies; it runs without them (a real endpoint applies them)"
                 )
         return refused
+
+    def by_named_role(self) -> list[tuple[str, ModelSpec]]:
+        """`by_role` with each tutor of a study of several named `tutor LABEL`: the roles of a cost estimate."""
+        labels = self.tutor_labels
+        if labels is None:
+            return self.by_role()
+        return [(f"tutor {label}", spec) for label, spec in zip(labels, self.tutors, strict=True)] + [
+            (role, spec) for role, spec in self.by_role() if role != "tutor"
+        ]
 
     @field_validator("judge", mode="before")
     @classmethod
@@ -238,7 +307,10 @@ def measured(resolved: dict[str, Any]) -> dict[str, Any]:
     for role, spec in models.items():
         specs = spec if isinstance(spec, list) else [spec]
         kept = [
-            {k: v for k, v in s.items() if k not in _OPERATIONAL_MODEL} if isinstance(s, dict) else s for s in specs
+            {k: v for k, v in s.items() if k not in _OPERATIONAL_MODEL and not (k == "label" and v is None)}
+            if isinstance(s, dict)
+            else s
+            for s in specs
         ]
         models[role] = kept if isinstance(spec, list) else kept[0]
     data["models"] = models

@@ -106,6 +106,11 @@ def _load(label: str, path: Path) -> RunSide:
     current = run.current_records(manifest=manifest)
     records: dict[EpisodeKey, EpisodeRecord] = {}
     errors = 0
+    if len({record.tutor for record in current.records}) > 1:
+        raise ScenarioError(
+            f"{path} holds a study of several tutors: its report compares them; to add runs of other tutors, "
+            "join them with `simrun compare --tutors`"
+        )
     for record in current.records:
         if record.status == "ok":
             records[_key(record)] = record

@@ -1,0 +1,364 @@
+"""A study of several tutors: the kind's own tables once per tutor, and the comparison every kind gets.
+
+The engine knows no kind, so it never merges the tutors' records into one summary: it runs the kind's summariser
+on each tutor's records (summary.json `models.by_model`), and draws the cross-tutor part from the per-episode
+scores the kind already gives `simrun compare` (`EpisodeScores`; every numeric metric otherwise). A kind names the
+metric its leaderboard ranks by with a `model_headline = (metric, "lower" | "higher")` attribute on its summariser.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, is_dataclass, replace
+from typing import Any
+
+from markupsafe import Markup
+from pydantic import BaseModel
+from rich.console import RenderableType
+
+from engine.core._records import EpisodeRecord
+from engine.core._text import word_count
+from engine.report._blocks import Block, Forest, ForestPanel, Heatmap, Interval, Note, Section, Table
+from engine.report._console import console_blocks
+from engine.report._html_blocks import html_blocks
+from engine.report._markdown import markdown_blocks
+from engine.report._sections import EpisodeScores, EpisodeVerdict, default_scores, default_verdict
+from engine.stats._families import format_p
+from engine.stats._models import Headline, ModelScores, compare_models
+
+__all__ = ("ModelsView", "headline_of", "model_results", "model_scores", "tutor_labels", "unit_key", "view_for")
+
+UnitKey = tuple[str, tuple[tuple[str, str], ...], int]
+MAX_HEATMAP_LEVELS = 24
+
+
+def unit_key(record: EpisodeRecord) -> UnitKey:
+    """What pairs two tutors' episodes: the same item, condition and replicate."""
+    return (record.item_id, tuple(sorted(record.condition.items())), record.replicate)
+
+
+def tutor_labels(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> list[str]:
+    """The study's tutor labels in the scenario's order, those without a record too (records' labels outside it
+    after them); [] when no record has a tutor label (a one-tutor run)."""
+    declared = ((manifest.get("scenario") or {}).get("models") or {}).get("tutor")
+    order = (
+        [spec.get("label") or spec["model"].split("/", 1)[1] for spec in declared] if isinstance(declared, list) else []
+    )
+    seen = {r.tutor for r in records if r.tutor is not None}
+    return order + sorted(seen - set(order)) if seen else []
+
+
+def headline_of(summarizer: object, metrics: Sequence[str]) -> Headline:
+    declared = getattr(summarizer, "model_headline", None)
+    if isinstance(declared, tuple) and len(declared) == 2:
+        return Headline(str(declared[0]), declared[1] == "lower")
+    return Headline(metrics[0] if metrics else "none", False)
+
+
+def _scores(summarizer: object, record: EpisodeRecord) -> dict[str, float]:
+    found = summarizer.episode_scores(record) if isinstance(summarizer, EpisodeScores) else default_scores(record)
+    return {name: float(value) for name, value in found.items() if not math.isnan(float(value))}
+
+
+def _dump(found: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+    return found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
+
+
+def model_scores(records: Sequence[EpisodeRecord], summarizer: Any, labels: Sequence[str]) -> ModelScores:
+    """Each tutor's per-episode scores by unit (ok records only), with each unit's item and table cell."""
+    scores: dict[str, dict[UnitKey, dict[str, float]]] = {label: {} for label in labels}
+    words: dict[str, dict[UnitKey, float]] = {label: {} for label in labels}
+    item_of: dict[UnitKey, str] = {}
+    cell_of: dict[UnitKey, str] = {}
+    for record in records:
+        if record.status != "ok" or record.tutor not in scores:
+            continue
+        key = unit_key(record)
+        scores[record.tutor][key] = _scores(summarizer, record)
+        replies = [word_count(turn.text) for turn in record.turns if turn.role == "tutor"]
+        if replies:
+            words[record.tutor][key] = sum(replies) / len(replies)
+        item_of[key] = record.item_id
+        domain = str(record.meta.get("domain") or "")
+        cell_of[key] = " · ".join([domain, *(v for _, v in key[1])]).strip(" ·") or "all"
+    return ModelScores(tuple(labels), scores, item_of, cell_of, words)
+
+
+def model_results(
+    records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], summarizer: Any, labels: Sequence[str]
+) -> dict[str, Any]:
+    """summary.json's `models`: each tutor's kind summary, how balanced the records are, and the comparison."""
+    ordered = sorted(records, key=lambda r: r.id)  # the same tables however the records were gathered
+    by_model = {
+        label: _dump(summarizer.summarize([r for r in ordered if r.tutor == label], manifest)) for label in labels
+    }
+    data = model_scores(ordered, summarizer, labels)
+    comparison = compare_models(data, headline_of(summarizer, data.metrics), seed=int(manifest.get("seed") or 0))
+    comparison["by_level"] = _by_level(data.scores, comparison["headline"]["metric"], labels)
+    planned = int((manifest.get("counts") or {}).get("planned") or 0) // max(1, len(labels))
+    balance = {
+        label: {
+            "planned": planned,
+            "ok": sum(1 for r in records if r.tutor == label and r.status == "ok"),
+            "error": sum(1 for r in records if r.tutor == label and r.status == "error"),
+        }
+        for label in labels
+    }
+    return {"labels": list(labels), "by_model": by_model, "balance": balance, "comparison": comparison}
+
+
+def _by_level(
+    scores: Mapping[str, Mapping[UnitKey, Mapping[str, float]]], metric: str, labels: Sequence[str]
+) -> dict[str, dict[str, dict[str, float | None]]]:
+    """factor → level → tutor → mean headline over the units every tutor has (a heatmap's numbers)."""
+    common = set.intersection(*(set(scores[label]) for label in labels)) if labels else set()
+    found: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for key in common:
+        for factor, level in key[1]:
+            for label in labels:
+                value = scores[label][key].get(metric)
+                if value is not None:
+                    found.setdefault(factor, {}).setdefault(level, {}).setdefault(label, []).append(value)
+    return {
+        factor: {
+            level: {label: (sum(v) / len(v) if (v := per.get(label)) else None) for label in labels}
+            for level, per in sorted(levels.items())
+        }
+        for factor, levels in sorted(found.items())
+        if 1 < len(levels) <= MAX_HEATMAP_LEVELS
+    }
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> list[Block]:
+    head = comparison["headline"]
+    better = "lower" if head["lower_is_better"] else "higher"
+    rows = []
+    for row in comparison["leaderboard"]:
+        rank = str(row["rank_low"]) if row["rank_low"] == row["rank_high"] else f"{row['rank_low']}-{row['rank_high']}"
+        tied = ", ".join(row["tied_with"]) or "–"
+        rows.append((rank, row["model"], _num(row["mean"]), f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]", tied))
+    table = Table(
+        ("rank", "tutor", head["metric"], "95% CI", "tied with"),
+        tuple(rows),
+        title=f"Leaderboard: {head['metric']} ({better} is better)",
+        left=("tutor", "tied with"),
+    )
+    counts = ", ".join(f"{label} {b['ok']}/{b['planned']}" for label, b in balance.items())
+    units = comparison["complete_units"]
+    note = (
+        f"Rank intervals: 95% from a bootstrap over items on the {units} units every tutor played; tutors whose "
+        f"intervals overlap are tied. Episodes ok per tutor: {counts}."
+    )
+    blocks: list[Block] = [table, Note(note, console=True)]
+    found = comparison.get("length_vs_headline")
+    if found:
+        blocks.append(
+            Note(
+                f"Across the {found['tutors']} tutors, Spearman's ρ between mean reply length (words) and "
+                f"{head['metric']}: {found['rho']:+.2f} [{found['low']:+.2f}, {found['high']:+.2f}] "
+                "(95%, bootstrap over items).",
+                console=True,
+            )
+        )
+    return blocks
+
+
+def _pairs_table(comparison: Mapping[str, Any]) -> Table:
+    rows = []
+    classes = []
+    for row in comparison["pairs"]:
+        if row["status"] != "ok":
+            continue
+        diff = f"{row['mean_diff']:+.3f}" if row["mean_diff"] is not None else "–"
+        interval = "–" if row.get("mean_low") is None else f"[{row['mean_low']:+.3f}, {row['mean_high']:+.3f}]"
+        effect = "–" if row["r"] is None else f"{row['r']:+.2f}"
+        verdict = "finding" if row["violation"] else ("gated" if row["gated"] else "–")
+        rows.append(
+            (row["metric"], f"{row['a']} − {row['b']}", diff, interval, effect, format_p(row["p_family"]), verdict)
+        )
+        classes.append("violation" if row["violation"] else "")
+    family = comparison["family"]
+    return Table(
+        ("metric", "pair", "mean diff", "95% CI", "r", "p (BH)", "verdict"),
+        tuple(rows),
+        title="Pairwise differences (paired on units)",
+        caption=(
+            f"Wilcoxon signed-rank per pair, rank-biserial r; Benjamini–Hochberg over all {family['size']} pairs × "
+            f"metrics at q = {family['q']}; a pair whose metric's omnibus test does not pass is gated. "
+            f"{family['findings']} findings."
+        ),
+        row_classes=tuple(classes),
+        console_columns=("metric", "pair", "mean diff", "p (BH)", "verdict"),
+        left=("pair", "verdict"),
+    )
+
+
+def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
+    rows = tuple(
+        (
+            row["metric"],
+            row["test"] or "–",
+            row["n"],
+            "–" if row["statistic"] is None else f"{row['statistic']:.2f}",
+            format_p(row["p"]),
+            format_p(row["p_adjusted"]),
+        )
+        for row in comparison["omnibus"]
+    )
+    return Table(
+        ("metric", "test", "units", "χ²", "p", "p (BH)"),
+        rows,
+        title="Omnibus test per metric",
+        caption="Friedman over the tutors on complete units (Cochran's Q, the same χ², for 0/1 metrics).",
+        console_columns=(),
+    )
+
+
+def _cells_table(comparison: Mapping[str, Any]) -> Table:
+    rows = tuple(
+        (f"{row['a']} → {row['b']}", row["cells"], row["b_worse"], row["b_better"], format_p(row["p"]))
+        for row in comparison["cells"]
+    )
+    head = comparison["headline"]["metric"]
+    return Table(
+        ("A → B", "cells", "B worse", "B better", "sign test p"),
+        rows,
+        title=f"Cell by cell ({head})",
+        caption="Cells are subject × condition; a sign test over the cells where the two tutors differ.",
+        console_columns=(),
+    )
+
+
+def _forest(comparison: Mapping[str, Any]) -> list[Block]:
+    findings = [row for row in comparison["pairs"] if row["violation"]]
+    if not findings:
+        return [Note("No pairwise difference between tutors is a finding after the family correction.", console=True)]
+    panels = []
+    for metric in dict.fromkeys(row["metric"] for row in findings):
+        intervals = tuple(
+            Interval(f"{r['a']} − {r['b']}", r["mean_diff"], r.get("mean_low"), r.get("mean_high"), True)
+            for r in findings
+            if r["metric"] == metric
+        )
+        panels.append(ForestPanel(metric, intervals))
+    numbers = replace(_pairs_table({**comparison, "pairs": findings}), console_columns=())
+    return [
+        Forest(
+            tuple(panels),
+            numbers,
+            key="model-findings",
+            caption="Pairwise differences that are findings, with 95% bootstrap intervals of the mean difference.",
+            xlabel="mean difference (A − B)",
+        )
+    ]
+
+
+def _heatmaps(comparison: Mapping[str, Any]) -> list[Block]:
+    head = comparison["headline"]["metric"]
+    labels = comparison["labels"]
+    blocks: list[Block] = []
+    for factor, levels in comparison.get("by_level", {}).items():
+        names = tuple(levels)
+        values = tuple(tuple(levels[level][label] for level in names) for label in labels)
+        numbers = Table(
+            ("tutor", *names),
+            tuple((label, *(_num(v) for v in row)) for label, row in zip(labels, values, strict=True)),
+            title=f"{head} by tutor × {factor}",
+            console_columns=(),
+        )
+        blocks.append(
+            Heatmap(
+                tuple(labels),
+                names,
+                values,
+                (numbers,),
+                key=f"model-{factor}",
+                caption=f"Mean {head} per tutor and {factor}, on the units every tutor played.",
+                xlabel=factor,
+                ylabel="tutor",
+                colorbar=head,
+                cells=tuple(tuple(_num(v) for v in row) for row in values),
+                cmap="Reds" if comparison["headline"]["lower_is_better"] else "Blues",
+            )
+        )
+    return blocks
+
+
+def _keyed(block: Any, label: str) -> Any:
+    """A tutor's copy of a kind's block, its HTML ids (and those of the blocks inside it) made the tutor's own."""
+    if not is_dataclass(block) or isinstance(block, type):
+        return block
+    changes: dict[str, Any] = {}
+    for part in fields(block):
+        value = getattr(block, part.name)
+        if part.name == "key" and isinstance(value, str) and value:
+            changes["key"] = f"{label}-{value}"
+        elif is_dataclass(value):
+            changes[part.name] = _keyed(value, label)
+        elif isinstance(value, tuple) and any(is_dataclass(v) for v in value):
+            changes[part.name] = tuple(_keyed(v, label) for v in value)
+    return replace(block, **changes) if changes else block
+
+
+class ModelsView:
+    """The kind's summariser seen through a study of several tutors: the comparison first, then each tutor's
+    own tables; episode verdicts and scores stay the kind's."""
+
+    def __init__(self, summarizer: Any) -> None:
+        self.kind = summarizer
+
+    def blocks(self, summary: Mapping[str, Any]) -> list[Block]:
+        models = summary["models"]
+        comparison = models["comparison"]
+        head = comparison["headline"]["metric"]
+        compared = Section(
+            "Tutors compared",
+            (
+                Section("Leaderboard", tuple(_leaderboard(comparison, models["balance"])), key="leaderboard"),
+                Section(f"{head} by tutor", tuple(_heatmaps(comparison)), key="model-heatmaps"),
+                Section(
+                    "Differences between tutors",
+                    (_omnibus_table(comparison), _pairs_table(comparison), *_forest(comparison)),
+                    key="model-pairs",
+                ),
+                Section("Cell by cell", (_cells_table(comparison),), key="model-cells"),
+            ),
+            key="models",
+        )
+        return [compared, *(self._tutor(summary, label) for label in models["labels"])]
+
+    def _tutor(self, summary: Mapping[str, Any], label: str) -> Section:
+        own = {"run": summary.get("run"), **summary["models"]["by_model"][label]}
+        heading = Note(f"── tutor {label} ──", console=True)
+        if hasattr(self.kind, "blocks") and hasattr(self.kind, "read"):
+            own_blocks = (_keyed(block, label) for block in self.kind.blocks(self.kind.read(own)))
+            return Section(f"Tutor {label}", (heading, *own_blocks), key=f"tutor-{label}")
+        return Section(f"Tutor {label}", (heading, Note(self.kind.render_markdown(own))), key=f"tutor-{label}")
+
+    def render_markdown(self, summary: Mapping[str, Any], /) -> str:
+        return markdown_blocks(self.blocks(summary))
+
+    def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
+        return console_blocks(self.blocks(summary))
+
+    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
+        return html_blocks(self.blocks(summary))
+
+    def episode_verdict(self, record: EpisodeRecord, /) -> str:
+        if isinstance(self.kind, EpisodeVerdict):
+            return (
+                f"{record.tutor}: {self.kind.episode_verdict(record)}"
+                if record.tutor
+                else self.kind.episode_verdict(record)
+            )
+        return default_verdict(record)
+
+
+def view_for(summary: Mapping[str, Any], summarizer: Any) -> Any:
+    """The summariser that renders `summary`: the kind's own, or the tutors' view of it in a study of several."""
+    return ModelsView(summarizer) if isinstance(summary.get("models"), Mapping) else summarizer
