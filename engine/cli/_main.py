@@ -338,7 +338,7 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
     console = Console(soft_wrap=True)
     conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
     factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
-    if spec.design is not None:
+    if spec.design is not None and spec.design.name is not None:
         factors = ", ".join(filter(None, [f"design {spec.design.name}", factors]))
     items = len({episode.item.id for episode in episodes})
     console.print(
