@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.runtime._runner import Runner, RunResult
+from engine.runtime._sequential import live_text
 from engine.scenario._budget import format_usd
 
 __all__ = ("LiveDetail", "print_end_summary", "resume_hint", "status_line")
@@ -39,6 +40,7 @@ def status_line(runner: Runner) -> str:
     parts = [errors, f"retries {stats.retries}", roles or "tokens 0", f"total {format_usd(spend.total)}"]
     if stats.cache_hits:
         parts.append(f"cache hits {stats.cache_hits:,}")
+    parts.append(live_text(runner.admission.manifest()))
     return " · ".join(part for part in parts if part)
 
 

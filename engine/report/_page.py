@@ -21,6 +21,7 @@ import orjson
 from markupsafe import Markup
 
 from engine.core._records import EpisodeRecord, Judgment
+from engine.report._sequential import sequential_html
 from engine.report._sections import EpisodeVerdict, HtmlSection, default_verdict, generic_section
 
 __all__ = ("MAX_TRANSCRIPTS", "EpisodeView", "render_episode_page", "render_page", "render_report")
@@ -257,6 +258,8 @@ def render_report(
     `lines` are the records' lines in episodes.jsonl (what episode links point at); by default 1, 2, ...
     """
     results = summarizer.render_html(summary) if isinstance(summarizer, HtmlSection) else generic_section(summary)
+    seq = summary.get("sequential") or {}
+    results = Markup(results) + sequential_html(seq, seq.get("saved") or {})
     embedded = select_transcripts(records, max_transcripts)
     at = list(lines) if lines is not None else list(range(1, len(records) + 1))
     episodes = [episode_view(r, at[i], _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]

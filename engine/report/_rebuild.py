@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from engine.core._errors import ScenarioError
 from engine.report._judge_agreement import judge_agreement_markdown, run_judge_agreement
 from engine.report._page import render_report
+from engine.report._sequential import savings, sequential_markdown
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer
 from engine.runtime._rundir import REPORT, SUMMARY, RunDir
@@ -65,8 +66,11 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
         **results,
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
+    sequential = manifest.get("sequential") or {"design": "fixed-sample"}
+    summary["sequential"] = {**sequential, "saved": savings(sequential, manifest)}
     run.write_json(SUMMARY, summary)
     markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
+    markdown += sequential_markdown(sequential, summary["sequential"]["saved"])
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary

@@ -245,3 +245,16 @@ def _episodes_of_first_items(episodes: Iterable[Episode], items: int) -> int:
 def admission_for(scenario: Scenario, episodes: Sequence[Episode]) -> FixedAdmission | WaveAdmission:
     stopping = scenario.design.stopping if scenario.design is not None else None
     return FixedAdmission() if stopping is None else WaveAdmission(stopping, episodes)
+
+
+def live_text(summary: dict[str, Any]) -> str:
+    """The progress line's part for a sequential run: each question's interval now and whether it is settled."""
+    if summary.get("design") != "sequential":
+        return ""
+    parts = [f"look {summary['looks']}/{summary['waves']}"]
+    for q in summary["questions"]:
+        low, high = q["interval"] or (None, None)
+        span = "–" if low is None else f"[{low:.3g}, {high:.3g}]"
+        state = q["settled"] or "open"
+        parts.append(f"{q['name']} {span} {state}")
+    return " · ".join(parts)
