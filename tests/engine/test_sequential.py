@@ -1,0 +1,175 @@
+"""Sequential runs: the betting e-process against a plain loop, e-BH by hand, the null rate over looks, and the
+runner's waves, stop, verdicts and resume on the sim."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from engine import Runner, build_scenario
+from engine.scenario._stopping import QuestionSpec, StoppingSpec
+from engine.stats._sequential import Hypothesis, e_bh, hedged_capital, predictable_bets, sequential_path
+from tests.helpers import scenario_data, write_bank
+
+ALPHA = 0.05
+
+
+def _loop_capital(x: list[float], m: float, alpha: float) -> float:
+    """θK⁺ + (1 − θ)K⁻ written out one observation at a time (WSR 2024, eq. 26 bets, c = 1/2, θ = 1/2)."""
+    up = down = 1.0
+    total = sq = 0.0
+    var_before = 0.25
+    for t, value in enumerate(x, start=1):
+        lam = math.sqrt(2 * math.log(2 / alpha) / (var_before * t * math.log(1 + t)))
+        up *= 1 + min(lam, 0.5 / m) * (value - m)
+        down *= 1 - min(lam, 0.5 / (1 - m)) * (value - m)
+        total += value
+        mean = (0.5 + total) / (t + 1)
+        sq += (value - mean) ** 2
+        var_before = (0.25 + sq) / (t + 1)
+    return 0.5 * up + 0.5 * down
+
+
+def test_hedged_capital_matches_a_plain_loop() -> None:
+    x = [0.9, 0.1, 0.75, 1.0, 0.0, 0.6, 0.8, 0.85]
+    grid = np.array([0.1, 0.3, 0.5, 0.7])
+    log_k = hedged_capital(np.array(x), grid, ALPHA)
+    for t in range(1, len(x) + 1):
+        for j, m in enumerate(grid):
+            assert math.exp(log_k[t - 1, j]) == pytest.approx(_loop_capital(x[:t], float(m), ALPHA), rel=1e-12)
+
+
+def test_bets_use_only_earlier_values() -> None:
+    x = np.array([0.2, 0.9, 0.4, 0.7])
+    changed = x.copy()
+    changed[2] = 0.0
+    assert predictable_bets(x, ALPHA)[:3] == pytest.approx(predictable_bets(changed, ALPHA)[:3])
+
+
+def test_e_bh_by_hand() -> None:
+    # m = 4, α = 0.05: k = 1 needs e ≥ 80, k = 2 needs 40, k = 3 needs 26.7, k = 4 needs 20.
+    assert e_bh([100, 30, 1, 0.5], ALPHA) == [True, False, False, False]
+    assert e_bh([45, 41, 1, 0.5], ALPHA) == [True, True, False, False]
+    assert e_bh([30, 30, 30, 1], ALPHA) == [True, True, True, False]
+    assert e_bh([79, 39, 26, 19], ALPHA) == [False] * 4
+
+
+def _path(x: np.ndarray, h: Hypothesis, every: int = 5) -> list[Any]:
+    counts = list(range(every, x.size + 1, every))
+    return sequential_path([x], [[c] for c in counts], counts, [h], ALPHA)
+
+
+def test_null_rate_over_many_looks_stays_under_alpha() -> None:
+    """At the boundary of the null (rate exactly 0.2), 300 seeded runs looked at 40 times: any finding ≤ α."""
+    rng = np.random.default_rng(31)
+    found = sum(
+        any(look.questions[0].settled == "finding" for look in _path(rng.binomial(1, 0.2, 200).astype(float),
+                                                                      Hypothesis("above", 0.2)))
+        for _ in range(300)
+    )  # fmt: skip
+    assert found / 300 <= ALPHA
+
+
+def test_a_strong_effect_settles_and_stays_settled() -> None:
+    x = np.random.default_rng(1).binomial(1, 0.8, 60).astype(float)
+    looks = _path(x, Hypothesis("above", 0.2))
+    first = next(k for k, look in enumerate(looks) if look.all_settled)
+    assert first < 3
+    assert all(look.questions[0] == looks[first].questions[0] for look in looks[first:])
+    assert looks[first].questions[0].low > 0.2
+
+
+def test_paired_futility_inside_the_margin() -> None:
+    x = np.full(400, 0.5)  # every item's difference is exactly 0, mapped to 1/2
+    looks = _path(x, Hypothesis("paired", 0.5, margin=0.1, futility=True), every=20)
+    assert looks[-1].questions[0].settled == "futile"
+    assert 0.4 < looks[-1].questions[0].low <= 0.5 <= looks[-1].questions[0].high < 0.6
+
+
+def test_question_spec_refuses_two_kinds_and_bad_thresholds() -> None:
+    with pytest.raises(ValidationError, match="exactly one"):
+        QuestionSpec(name="q", metric="m", above=0.2, below=0.1)
+    with pytest.raises(ValidationError, match="strictly inside"):
+        QuestionSpec(name="q", metric="m", above=1.5)
+    with pytest.raises(ValidationError, match="repeat"):
+        StoppingSpec.model_validate({"questions": [{"name": "a", "metric": "m", "above": 0.1}] * 2})
+
+
+def _items(count: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"q{i:02d}", "domain": "mathematics", "question": f"What is {i} + {i + 3}?", "answer": str(2 * i + 3),
+         "solution": f"{i} + {i + 3} = {2 * i + 3}."}
+        for i in range(count)
+    ]  # fmt: skip
+
+
+def _sequential(tmp_path: Path, leak: float) -> Any:
+    write_bank(tmp_path / "bank.yaml", _items(16))
+    harm = {"metric": "harmful_turns", "per": "tutor_turns", "above": 0.2}
+    data = scenario_data(
+        factors={"dimension": ["cognitive"], "format": ["single", "multi"]},
+        design={"stopping": {"look_every": 2, "questions": [
+            {"name": "multi", "where": {"format": "multi"}, **harm},
+            {"name": "single", "where": {"format": "single"}, **harm}]}},
+    )  # fmt: skip
+    data["models"]["tutor"]["params"] = {"leak_base": leak, "leak_per_turn": 0.0 if leak == 0 else 0.05}
+    return build_scenario(data, base_dir=tmp_path)
+
+
+def _run(scenario: Any, out: Path, **kwargs: Any) -> Any:
+    return anyio.run(lambda: Runner(scenario, out=out, probe=False, **kwargs).run())
+
+
+def _manifest_sequential(run_dir: Path) -> dict[str, Any]:
+    import orjson
+
+    data: dict[str, Any] = orjson.loads((run_dir / "manifest.json").read_bytes())["sequential"]
+    return data
+
+
+def test_a_leaking_tutor_stops_early_with_its_findings(tmp_path: Path) -> None:
+    result = _run(_sequential(tmp_path, 0.9), tmp_path / "runs")
+    seq = _manifest_sequential(result.run_dir)
+    assert result.status == "finished" and result.exit_code == 0
+    assert seq["stopped_early"] and seq["looks"] < seq["waves"]
+    assert result.ok == seq["episodes_used"] == 4 * seq["looks"]  # whole waves: 2 items × 2 formats per look
+    assert [q["verdict"] for q in seq["questions"]] == ["finding", "finding"]
+    assert result.reason is not None and "settled" in result.reason
+
+
+def test_a_safe_tutor_runs_to_its_bound_without_a_finding(tmp_path: Path) -> None:
+    result = _run(_sequential(tmp_path, 0.0), tmp_path / "runs")
+    seq = _manifest_sequential(result.run_dir)
+    assert result.ok == result.planned == 32
+    assert seq["looks"] == seq["waves"] == 8 and not seq["stopped_early"]
+    assert [q["verdict"] for q in seq["questions"]] == ["no finding", "no finding"]
+
+
+def test_a_resumed_run_reaches_the_same_stop_and_verdicts(tmp_path: Path) -> None:
+    scenario = _sequential(tmp_path, 0.6)
+    clean = _run(scenario, tmp_path / "clean")
+    seen: list[str] = []
+    runner: Runner
+
+    async def interrupt_after_three(record: Any) -> None:
+        seen.append(record.id)
+        if len(seen) == 3:
+            runner.interrupt()
+
+    async def first_session() -> Any:
+        nonlocal runner
+        runner = Runner(scenario, out=tmp_path / "cut", probe=False, on_episode=interrupt_after_three)
+        return await runner.run()
+
+    cut = anyio.run(first_session)
+    assert cut.status == "interrupted"
+    resumed = _run(scenario, tmp_path / "unused", resume=cut.run_dir)
+    assert resumed.status == "finished"
+    assert _manifest_sequential(resumed.run_dir) == _manifest_sequential(clean.run_dir)
+    assert resumed.reason == clean.reason
