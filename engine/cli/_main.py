@@ -24,6 +24,7 @@ from rich.text import Text
 
 from engine.cli._live import LiveDetail, print_end_summary, resume_hint
 from engine.cli._runs import RUN_DIR
+from engine.cli._sequential_plan import print_sequential_plan
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
 from engine.core._events import configure_console_logging
@@ -181,6 +182,13 @@ def _load(
 @click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
 @click.option("--cache/--no-cache", "cache", default=None, help="Answer repeated calls from the response cache.")
 @click.option("--cache-path", type=click.Path(path_type=Path, dir_okay=False), help="Response cache file.")
+@click.option(
+    "--effect",
+    "effects",
+    multiple=True,
+    metavar="QUESTION=VALUE",
+    help="With --dry-run on a sequential scenario: a planted rate or difference to forecast the spend under.",
+)
 @click.option("--max-cost", type=click.FloatRange(min=0), help="Stop admitting episodes once this many USD are spent.")
 @click.option(
     "--max-tokens", type=click.IntRange(min=1), help="Stop admitting episodes once this many tokens are used."
@@ -216,6 +224,7 @@ def run(
     dry_run: bool,
     cache: bool | None,
     cache_path: Path | None,
+    effects: tuple[str, ...],
     max_cost: float | None,
     max_tokens: int | None,
     retry_errors: bool,
@@ -239,7 +248,7 @@ def run(
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(built, estimate=True, budget=budget)
+        _print_plan(built, estimate=True, budget=budget, effects=effects)
         return 0
     _connect_executor(built)
     console = Console(stderr=True)
@@ -333,7 +342,9 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         return result
 
 
-def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None = None) -> None:
+def _print_plan(
+    built: BuiltScenario, *, estimate: bool, budget: Budget | None = None, effects: tuple[str, ...] = ()
+) -> None:
     spec, episodes = built.scenario, built.episodes
     console = Console(soft_wrap=True)
     conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
@@ -371,6 +382,10 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
         table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
     console.print(table)
     console.print(Text(duration_text(spec, totals)))
+    stopping = spec.design.stopping if spec.design is not None else None
+    if stopping is not None:
+        calls = sum(guess.calls for guess in totals.values())
+        print_sequential_plan(console, stopping, items, calls, total_cost, effects)
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
         cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
         limits = ", ".join(
