@@ -127,7 +127,7 @@ def real(seeds: int) -> list[list[str]]:
         for seed in range(seeds):
             with tempfile.TemporaryDirectory() as tmp:
                 scenario = _scenario(Path(tmp), seed, null)
-                result = anyio.run(lambda s=scenario, t=tmp: Runner(s, out=Path(t) / "runs", probe=False).run())
+                result = anyio.run(Runner(scenario, out=Path(tmp) / "runs", probe=False).run)
                 seq = orjson.loads((result.run_dir / "manifest.json").read_bytes())["sequential"]
                 found += seq["questions"][0]["verdict"] == "finding"
                 spent.append(seq["episodes_used"] / seq["episodes_planned"])

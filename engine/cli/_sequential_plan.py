@@ -17,7 +17,10 @@ def print_sequential_plan(
 ) -> None:
     named = parse_effects(effects, stopping)
     forecast = forecast_spend(stopping, items, named)
-    usd = lambda share: "unknown price" if cost is None else f"{cost * share:,.2f}"  # noqa: E731
+
+    def usd(share: float) -> str:
+        return "unknown price" if cost is None else f"{cost * share:,.2f}"
+
     table = Table(title="sequential plan: spend under the planted effects (a forecast; nothing was called)")
     for column in ("design", "share of plan", "calls", "cost (USD)", "power at the stop"):
         table.add_column(column, justify="left" if column in ("design", "power at the stop") else "right")

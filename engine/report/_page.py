@@ -21,8 +21,8 @@ import orjson
 from markupsafe import Markup
 
 from engine.core._records import EpisodeRecord, Judgment
-from engine.report._sequential import sequential_html
 from engine.report._sections import EpisodeVerdict, HtmlSection, default_verdict, generic_section
+from engine.report._sequential import sequential_html
 
 __all__ = ("MAX_TRANSCRIPTS", "EpisodeView", "render_episode_page", "render_page", "render_report")
 

@@ -166,7 +166,7 @@ def _question_path(x: np.ndarray, counts: Sequence[int], h: Hypothesis, alpha: f
 
 
 def sequential_path(
-    values: Sequence[Sequence[float]],
+    values: Sequence[Sequence[float] | np.ndarray],
     counts: Sequence[Sequence[int]],
     items: Sequence[int],
     hypotheses: Sequence[Hypothesis],
