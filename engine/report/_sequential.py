@@ -62,7 +62,7 @@ def sequential_markdown(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str
     ]
     for q in seq["questions"]:
         lines.append(
-            f"| {q['name']} | {q['kind']} {q['null']} | **{q['verdict']}** | {q['settled'] or 'no'} "
+            f"| {q['name']} | {q['form']} {q['null']} | **{q['verdict']}** | {q['settled'] or 'no'} "
             f"| {q['e_value']:.3g} | {q['n']} | {_interval(q)} |"
         )
     return "\n".join(lines) + "\n"

@@ -206,8 +206,7 @@ class Runner:
         done = {r.id for r in current} - retried
         self.admission = admission_for(self.scenario, built.episodes)
         self.pending = self.admission.order([episode for episode in built.episodes if episode.id not in done])
-        self.already_done = len(built.episodes) - len(self.pending)
-        self.retried = len(retried)
+        self.already_done, self.retried = len(built.episodes) - len(self.pending), len(retried)
         if manifest:
             self.stats.add(manifest.get("calls") or {})
         kept = [r for r in current if r.id not in retried]

@@ -55,7 +55,7 @@ def hypothesis(q: QuestionSpec) -> Hypothesis:
         return Hypothesis("paired", 0.5, q.margin / (2 * width), q.futility)
     threshold = q.above if q.above is not None else q.below
     assert threshold is not None
-    return Hypothesis(q.kind, (threshold - low) / width, 0.0, q.futility)
+    return Hypothesis(q.form, (threshold - low) / width, 0.0, q.futility)
 
 
 def _unscale(q: QuestionSpec, v: float) -> float:
@@ -205,7 +205,7 @@ def sequential_summary(
         rows.append(
             {
                 "name": spec.name,
-                "kind": spec.kind,
+                "form": spec.form,
                 "null": spec.above if spec.above is not None else spec.below if spec.below is not None else 0.0,
                 "verdict": verdict,
                 "settled": state.settled if state else None,

@@ -74,7 +74,7 @@ class QuestionSpec(_Spec):
         return self
 
     @property
-    def kind(self) -> Literal["above", "below", "paired"]:
+    def form(self) -> Literal["above", "below", "paired"]:
         return "paired" if self.paired is not None else "above" if self.above is not None else "below"
 
 

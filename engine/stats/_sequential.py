@@ -48,7 +48,7 @@ GRID = 2001
 _TRUNCATION = 0.5
 _THETA = 0.5
 
-Kind = Literal["above", "below", "paired"]
+Side = Literal["above", "below", "paired"]
 Settled = Literal["finding", "futile"]
 
 
@@ -58,7 +58,7 @@ class Hypothesis:
     or `paired` (H0: mean = null, two-sided); `futility` settles it when the interval lies on the null side
     (inside null ± margin for `paired`)."""
 
-    kind: Kind
+    side: Side
     null: float
     margin: float = 0.0
     futility: bool = False
@@ -125,9 +125,9 @@ class SequentialLook:
 
 def _e_process(x: np.ndarray, h: Hypothesis, alpha: float) -> np.ndarray:
     """The question's e-value after each observation (one-sided capital for `above`/`below`)."""
-    if h.kind == "paired":
+    if h.side == "paired":
         return np.asarray(np.exp(hedged_capital(x, np.array([h.null]), alpha)[:, 0]), dtype=np.float64)
-    sign = 1 if h.kind == "above" else -1
+    sign = 1 if h.side == "above" else -1
     bets = predictable_bets(x, alpha)
     return np.asarray(np.exp(_log_capital(x, np.array([h.null]), bets, sign)[:, 0]), dtype=np.float64)
 
@@ -137,9 +137,9 @@ def _settled(h: Hypothesis, e: float, low: float, high: float, bar: float) -> Se
         return "finding"
     if not h.futility:
         return None
-    if h.kind == "above":
+    if h.side == "above":
         return "futile" if high < h.null else None
-    if h.kind == "below":
+    if h.side == "below":
         return "futile" if low > h.null else None
     return "futile" if low > h.null - h.margin and high < h.null + h.margin else None
 
