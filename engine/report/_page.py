@@ -258,8 +258,8 @@ def render_report(
     `lines` are the records' lines in episodes.jsonl (what episode links point at); by default 1, 2, ...
     """
     results = summarizer.render_html(summary) if isinstance(summarizer, HtmlSection) else generic_section(summary)
-    seq = summary.get("sequential") or {}
-    results = Markup(results) + sequential_html(seq, seq.get("saved") or {})
+    saved = (summary.get("run") or {}).get("saved") or {}
+    results = Markup(results) + sequential_html(summary.get("sequential"), saved)
     embedded = select_transcripts(records, max_transcripts)
     at = list(lines) if lines is not None else list(range(1, len(records) + 1))
     episodes = [episode_view(r, at[i], _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]

@@ -66,11 +66,12 @@ def write_report(run_dir: RunDir | Path) -> dict[str, Any]:
         **results,
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
-    sequential = manifest.get("sequential") or {"design": "fixed-sample"}
-    summary["sequential"] = {**sequential, "saved": savings(sequential, manifest)}
+    summary["sequential"] = sequential = manifest.get("sequential") or {"design": "fixed-sample"}
+    if sequential["design"] == "sequential":  # what it spent differs between a resumed and a clean run: run info
+        summary["run"]["saved"] = savings(sequential, manifest)
     run.write_json(SUMMARY, summary)
     markdown = summarizer.render_markdown(summary) + judge_agreement_markdown(summary["judge_agreement"])
-    markdown += sequential_markdown(sequential, summary["sequential"]["saved"])
+    markdown += sequential_markdown(sequential, summary["run"].get("saved") or {})
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from engine import Runner, build_scenario
+from engine import Runner, build, build_scenario
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
-from engine.stats._sequential import Hypothesis, e_bh, hedged_capital, predictable_bets, sequential_path
+from engine.stats._sequential import Hypothesis, e_bh, e_process, hedged_capital, predictable_bets, sequential_path
 from tests.helpers import scenario_data, write_bank
 
 ALPHA = 0.05
@@ -173,3 +173,63 @@ def test_a_resumed_run_reaches_the_same_stop_and_verdicts(tmp_path: Path) -> Non
     assert resumed.status == "finished"
     assert _manifest_sequential(resumed.run_dir) == _manifest_sequential(clean.run_dir)
     assert resumed.reason == clean.reason
+
+
+class FailsOnOneItem:
+    """The scenario's own tutor, except that it fails every episode of one item (a first-wave outage)."""
+
+    def __init__(self, built: Any, item: str) -> None:
+        self.built, self.item = built, item
+
+    async def respond(self, ctx: Any, /) -> Any:
+        if ctx.episode.item.id == self.item:
+            raise RuntimeError("planned outage")
+        return await self.built.make_tutor().respond(ctx)
+
+
+def test_retried_errors_reach_the_clean_runs_stop_and_verdicts(tmp_path: Path) -> None:
+    scenario = _sequential(tmp_path, 0.6)
+    clean = _run(scenario, tmp_path / "clean")
+    built = build(scenario)
+    first_item = built.episodes[0].item.id  # the plan's first item is in the first wave
+    broken = _run(scenario, tmp_path / "broken", tutor=FailsOnOneItem(built, first_item))
+    assert broken.errors == 2  # both formats of that item
+    retried = _run(scenario, tmp_path / "unused", resume=broken.run_dir, retry_errors=True)
+    assert retried.errors == 0
+    assert _manifest_sequential(retried.run_dir) == _manifest_sequential(clean.run_dir)
+
+
+def _loop_agrapa(x: list[float], m: float, low: float, high: float) -> float:
+    """The aGRAPA capital (WSR 2024, Section 5.3) one observation at a time."""
+    capital, total, sq, mean_before, var_before = 1.0, 0.0, 0.0, 0.5, 0.25
+    for t, value in enumerate(x, start=1):
+        gap = mean_before - m
+        capital *= 1 + min(max(gap / (var_before + gap * gap), low), high) * (value - m)
+        total += value
+        mean_before = (0.5 + total) / (t + 1)
+        sq += (value - mean_before) ** 2
+        var_before = (0.25 + sq) / (t + 1)
+    return capital
+
+
+def test_the_verdicts_e_process_is_the_average_of_two_capitals() -> None:
+    x = [0.9, 0.1, 0.75, 1.0, 0.0, 0.6, 0.8, 0.85]
+    paired = e_process(np.array(x), Hypothesis("paired", 0.5), ALPHA)
+    above = e_process(np.array(x), Hypothesis("above", 0.3), ALPHA)
+    for t in range(1, len(x) + 1):
+        hedged = _loop_capital(x[:t], 0.5, ALPHA)
+        assert paired[t - 1] == pytest.approx(0.5 * hedged + 0.5 * _loop_agrapa(x[:t], 0.5, -1.5, 1.5), rel=1e-12)
+        adaptive = _loop_agrapa(x[:t], 0.3, 0.0, 0.75 / 0.3)
+        one_sided = math.prod(1 + min(b, 0.5 / 0.3) * (v - 0.3) for b, v in zip(_bets(x[:t]), x[:t], strict=True))
+        assert above[t - 1] == pytest.approx(0.5 * one_sided + 0.5 * adaptive, rel=1e-12)
+
+
+def _bets(x: list[float]) -> list[float]:
+    """WSR eq. 26 bets at level α, from the values before each (one-sided: log(1/α))."""
+    found, total, sq, var_before = [], 0.0, 0.0, 0.25
+    for t, value in enumerate(x, start=1):
+        found.append(math.sqrt(2 * math.log(1 / ALPHA) / (var_before * t * math.log(1 + t))))
+        total += value
+        sq += (value - (0.5 + total) / (t + 1)) ** 2
+        var_before = (0.25 + sq) / (t + 1)
+    return found
