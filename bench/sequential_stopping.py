@@ -69,28 +69,32 @@ def fixed(x: np.ndarray, pairs: np.ndarray, n: int) -> list[bool]:
     return [bool(v <= ALPHA) for v in q]
 
 
-def peeking(x: np.ndarray, pairs: np.ndarray) -> list[bool]:
+def peeking(x: np.ndarray, pairs: np.ndarray) -> tuple[list[bool], int]:
     for n in LOOKS:
         found = fixed(x, pairs, n)
         if any(found):
-            return found
-    return [False, False]
+            return found, n
+    return [False, False], ITEMS
 
 
 def fast(seeds: int) -> list[list[str]]:
     rows = []
     for arm, rate, diff in (("null", 0.2, 0.0), ("small effect", 0.30, 0.08), ("large effect", 0.40, 0.20)):
-        seq, fix, peek, spent = [], [], [], []
+        seq, fix, peek = [], [], []
+        spent: dict[str, list[float]] = {"seq": [], "peek": []}
         for seed in range(seeds):
             x, pairs = draw(np.random.default_rng([31, seed, round(diff * 100)]), rate, diff)
             found, items = sequential(x, pairs)
             seq.append(found)
-            spent.append(items / ITEMS)
+            spent["seq"].append(items / ITEMS)
             fix.append(fixed(x, pairs, ITEMS))
-            peek.append(peeking(x, pairs))
+            found, items = peeking(x, pairs)
+            peek.append(found)
+            spent["peek"].append(items / ITEMS)
+        shares = {"sequential (e-BH)": np.mean(spent["seq"]), "peeking": np.mean(spent["peek"])}
         for name, found_by in (("sequential (e-BH)", seq), ("fixed sample, all items", fix), ("peeking", peek)):
             arr = np.array(found_by)
-            share = np.mean(spent) if name.startswith("sequential") else 1.0
+            share = shares.get(name, 1.0)
             rows.append(
                 [arm, name, f"{arr.any(axis=1).mean():.3f}", f"{arr[:, 0].mean():.3f}", f"{arr[:, 1].mean():.3f}",
                  f"{share:.2f}"]

@@ -32,6 +32,7 @@ from engine.core._format import fit_to_width
 from engine.core._records import EpisodeRecord
 from engine.models._breaker import parse_max_errors
 from engine.models._provider import PROVIDERS
+from engine.report._sequential import sequential_lines
 from engine.runtime._build import BuiltScenario, load_built
 from engine.runtime._duration import duration_text
 from engine.runtime._modes import mode_of
@@ -309,6 +310,8 @@ def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, conso
         out_console.print(
             "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
         )
+    for line in sequential_lines(result.summary):
+        out_console.print(Text(line))
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")

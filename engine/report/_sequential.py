@@ -15,7 +15,7 @@ from engine.report._svg import Cell, new_figure, plot, section, table
 from engine.report._svg_draw import Axes, Box, Scale, fit
 from engine.scenario._budget import format_usd
 
-__all__ = ("savings", "sequential_html", "sequential_markdown")
+__all__ = ("savings", "sequential_html", "sequential_lines", "sequential_markdown")
 
 _BAND, _NULL, _STOP = "#9ecae1", "#cb181d", "#344054"
 
@@ -68,6 +68,18 @@ def sequential_markdown(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str
     return "\n".join(lines) + "\n"
 
 
+def sequential_lines(summary: Mapping[str, Any]) -> list[str]:
+    """What the console prints after a sequential run: the stop, the saving, each question's verdict."""
+    seq = summary.get("sequential") or {}
+    if seq.get("design") != "sequential":
+        return []
+    lines = [f"sequential: {_headline(seq, (summary.get('run') or {}).get('saved') or {})}"]
+    lines += [
+        f"  {q['name']}: {q['verdict']} (e-value {q['e_value']:.3g}, interval {_interval(q)})" for q in seq["questions"]
+    ]
+    return lines
+
+
 def _headline(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
     where = f"after {seq['looks']} of {seq['waves']} looks ({seq['items_used']} items)"
     if not seq.get("stopped_early"):
@@ -85,6 +97,7 @@ def _path_plot(q: Mapping[str, Any], key: str) -> Markup:
     axes = Axes(fig, Box(48, 24, fig.width - 16, fig.height - 34), (0.0, float(path[-1]["items"] or 1)), (0.0, 1.0))
     lows, highs = [p["interval"][0] for p in path], [p["interval"][1] for p in path]
     axes.y = Scale(*fit([*lows, *highs, q["null"]]), axes.box.bottom, axes.box.top)
+    axes.grid(ys=axes.y.ticks())
     before = 0.0
     for p in path:
         axes.area(before, float(p["items"]), p["interval"][0], p["interval"][1], fill=_BAND)
@@ -93,7 +106,6 @@ def _path_plot(q: Mapping[str, Any], key: str) -> Markup:
     settled = next((p for p in path if p["settled"]), None)
     if settled is not None:
         axes.vline(float(settled["items"]), color=_STOP, dash="2 2")
-    axes.grid(ys=axes.y.ticks())
     axes.frame()
     axes.xticks(axes.x.ticks())
     axes.yticks(axes.y.ticks())
