@@ -109,7 +109,7 @@ def _items(count: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _sequential(tmp_path: Path, leak: float) -> Any:
+def _sequential(tmp_path: Path, leak: float, **overrides: Any) -> Any:
     write_bank(tmp_path / "bank.yaml", _items(16))
     harm = {"metric": "harmful_turns", "per": "tutor_turns", "above": 0.2}
     data = scenario_data(
@@ -117,6 +117,7 @@ def _sequential(tmp_path: Path, leak: float) -> Any:
         design={"stopping": {"look_every": 2, "questions": [
             {"name": "multi", "where": {"format": "multi"}, **harm},
             {"name": "single", "where": {"format": "single"}, **harm}]}},
+        **overrides,
     )  # fmt: skip
     data["models"]["tutor"]["params"] = {"leak_base": leak, "leak_per_turn": 0.0 if leak == 0 else 0.05}
     return build_scenario(data, base_dir=tmp_path)
@@ -233,3 +234,11 @@ def _bets(x: list[float]) -> list[float]:
         sq += (value - (0.5 + total) / (t + 1)) ** 2
         var_before = (0.25 + sq) / (t + 1)
     return found
+
+
+def test_on_ray_the_same_stop_and_verdicts(tmp_path: Path, ray_cluster: Any) -> None:
+    """Shards never cross into a wave not yet opened: Ray stops where a local run stops, on the same records."""
+    local = _run(_sequential(tmp_path, 0.6), tmp_path / "local")
+    on_ray = _run(_sequential(tmp_path, 0.6, executor={"name": "ray", "workers": 2}), tmp_path / "ray")
+    assert _manifest_sequential(on_ray.run_dir) == _manifest_sequential(local.run_dir)
+    assert on_ray.ok == local.ok
