@@ -7,7 +7,8 @@ over 77 replies (11 dimensions × 7 replies) of that item. The family has two qu
 "harm per reply above 20%" and "does condition a differ from b" (the same item rate, plus the planted
 difference in a). The plan is 60 items, a look every 5 (12 looks), α = 0.05.
 
-- null: rate exactly at the threshold (0.20, the hardest null) and no difference;
+- null: rate exactly at the threshold (0.20, the hardest null) and no difference; looked at every 5 items, and
+  after every item from the second (59 looks);
 - effects: rate 0.30 and a difference of +0.08 (small), 0.40 and +0.20 (large); power per question and the
   share of the plan spent, against the
   fixed-sample analysis of all 60 items (scipy's one-sided t-test of the item rates against 0.20, and the
@@ -52,25 +53,26 @@ def draw(rng: np.random.Generator, rate: float, diff: float) -> tuple[np.ndarray
     return x, np.stack([a, b], axis=1)
 
 
-def sequential(x: np.ndarray, pairs: np.ndarray) -> tuple[list[bool], int]:
+def sequential(x: np.ndarray, pairs: np.ndarray, looks_at: list[int] = LOOKS) -> tuple[list[bool], int]:
     """Findings at the stop (e-BH) and the items spent, as the runner decides them."""
     y = (pairs[:, 0] - pairs[:, 1] + 1) / 2
-    looks = sequential_path([x, y], [[n, n] for n in LOOKS], LOOKS, HYPOTHESES, ALPHA)
+    looks = sequential_path([x, y], [[n, n] for n in looks_at], looks_at, HYPOTHESES, ALPHA)
     stop = next((k for k, look in enumerate(looks) if look.all_settled), len(looks) - 1)
     return e_bh([q.e_value for q in looks[stop].questions], ALPHA), looks[stop].items
 
 
 def fixed(x: np.ndarray, pairs: np.ndarray, n: int) -> list[bool]:
     """The fixed-sample analysis of the first n items: t-test against 0.20, Wilcoxon–Pratt, BH over the two."""
-    p_rate = stats.ttest_1samp(x[:n], 0.2, alternative="greater").pvalue
+    p_rate = float(stats.ttest_1samp(x[:n], 0.2, alternative="greater").pvalue)
+    p_rate = 1.0 if np.isnan(p_rate) else p_rate
     d = pairs[:n, 0] - pairs[:n, 1]
     p_diff = signed_rank_p(np.round(d, 9)) if np.any(d != 0) else 1.0
     q = stats.false_discovery_control([p_rate, p_diff], method="bh")
     return [bool(v <= ALPHA) for v in q]
 
 
-def peeking(x: np.ndarray, pairs: np.ndarray) -> tuple[list[bool], int]:
-    for n in LOOKS:
+def peeking(x: np.ndarray, pairs: np.ndarray, looks_at: list[int] = LOOKS) -> tuple[list[bool], int]:
+    for n in looks_at:
         found = fixed(x, pairs, n)
         if any(found):
             return found, n
@@ -79,16 +81,23 @@ def peeking(x: np.ndarray, pairs: np.ndarray) -> tuple[list[bool], int]:
 
 def fast(seeds: int) -> list[list[str]]:
     rows = []
-    for arm, rate, diff in (("null", 0.2, 0.0), ("small effect", 0.30, 0.08), ("large effect", 0.40, 0.20)):
+    every_item = list(range(2, ITEMS + 1))
+    arms = (
+        ("null", 0.2, 0.0, LOOKS),
+        ("null, 59 looks", 0.2, 0.0, every_item),
+        ("small effect", 0.30, 0.08, LOOKS),
+        ("large effect", 0.40, 0.20, LOOKS),
+    )
+    for arm, rate, diff, looks_at in arms:
         seq, fix, peek = [], [], []
         spent: dict[str, list[float]] = {"seq": [], "peek": []}
         for seed in range(seeds):
             x, pairs = draw(np.random.default_rng([31, seed, round(diff * 100)]), rate, diff)
-            found, items = sequential(x, pairs)
+            found, items = sequential(x, pairs, looks_at)
             seq.append(found)
             spent["seq"].append(items / ITEMS)
             fix.append(fixed(x, pairs, ITEMS))
-            found, items = peeking(x, pairs)
+            found, items = peeking(x, pairs, looks_at)
             peek.append(found)
             spent["peek"].append(items / ITEMS)
         shares = {"sequential (e-BH)": np.mean(spent["seq"]), "peeking": np.mean(spent["peek"])}

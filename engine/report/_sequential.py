@@ -47,7 +47,11 @@ def _interval(q: Mapping[str, Any]) -> str:
 
 def sequential_markdown(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
     if seq.get("design") != "sequential":
-        return "\n_Fixed-sample design: the whole plan was run and nothing was looked at before the end._\n"
+        return (
+            "\n_Fixed-sample design: the p-values and intervals above assume the number of episodes was fixed in "
+            "advance; stopping a run, or adding items, when they look good invalidates them. A run that may stop "
+            "early declares `design.stopping` (docs/sequential.md)._\n"
+        )
     lines = [
         "",
         "## Sequential stopping",

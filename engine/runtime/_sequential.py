@@ -177,6 +177,9 @@ class WaveAdmission:
             self.looks = self.looks[: settled + 1]
             self.stopped = settled + 1 < len(self.waves)
             self.reason = f"sequential stop: every question settled at look {settled + 1} of {len(self.waves)}"
+        elif done == len(self.waves) and self.looks:
+            open_ = [q.name for q, state in zip(questions, self.looks[-1].questions, strict=True) if not state.settled]
+            self.reason = f"plan exhausted after {done} looks; not settled: {', '.join(open_)}"
         self.open_wave = done
 
     def manifest(self) -> dict[str, Any]:
@@ -230,7 +233,7 @@ def sequential_summary(
         "items_used": items,
         "episodes_used": used,
         "episodes_planned": len(episodes),
-        "stopped_early": reason is not None and len(looks) < waves,
+        "stopped_early": len(looks) < waves and reason is not None and reason.startswith("sequential stop"),
         "reason": reason,
         "questions": rows,
     }
