@@ -14,13 +14,14 @@ from typing import Any
 
 import anyio
 
+from engine.core._errors import ScenarioError
 from engine.core._records import EpisodeRecord
 from engine.scenario._plan import Episode
 from engine.scenario._spec import Scenario
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
 from engine.stats._sequential import Hypothesis, SequentialLook, e_bh, sequential_path
 
-__all__ = ("FixedAdmission", "WaveAdmission", "admission_for", "sequential_summary")
+__all__ = ("FixedAdmission", "WaveAdmission", "admission_for", "check_stopping", "sequential_summary")
 
 
 class FixedAdmission:
@@ -261,3 +262,25 @@ def live_text(summary: dict[str, Any]) -> str:
         state = q["settled"] or "open"
         parts.append(f"{q['name']} {span} {state}")
     return " · ".join(parts)
+
+
+def check_stopping(scenario: Scenario, episodes: Sequence[Episode]) -> None:
+    """A question whose `where` or `paired` levels no planned episode has would never settle: refuse it now."""
+    stopping = scenario.design.stopping if scenario.design is not None else None
+    if stopping is None:
+        return
+    levels: dict[str, set[str]] = {}
+    for episode in episodes:
+        for factor, level in episode.condition.items():
+            levels.setdefault(factor, set()).add(level)
+    for q in stopping.questions:
+        wanted = list(q.where.items())
+        if q.paired is not None:
+            wanted += [(q.paired.factor, q.paired.a), (q.paired.factor, q.paired.b)]
+        for factor, level in wanted:
+            if level not in levels.get(factor, set()):
+                known = ", ".join(f"{f}: {sorted(v)}" for f, v in sorted(levels.items())) or "none"
+                raise ScenarioError(
+                    f"design.stopping question {q.name!r}: no planned episode has {factor}={level} "
+                    f"(the plan's factors: {known})"
+                )

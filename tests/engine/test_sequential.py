@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from engine import Runner, build, build_scenario
+from engine import Runner, ScenarioError, build, build_scenario
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
 from engine.stats._sequential import Hypothesis, e_bh, e_process, hedged_capital, predictable_bets, sequential_path
 from tests.helpers import scenario_data, write_bank
@@ -242,3 +242,11 @@ def test_on_ray_the_same_stop_and_verdicts(tmp_path: Path, ray_cluster: Any) -> 
     on_ray = _run(_sequential(tmp_path, 0.6, executor={"name": "ray", "workers": 2}), tmp_path / "ray")
     assert _manifest_sequential(on_ray.run_dir) == _manifest_sequential(local.run_dir)
     assert on_ray.ok == local.ok
+
+
+def test_a_question_on_levels_the_plan_lacks_is_refused(tmp_path: Path) -> None:
+    write_bank(tmp_path / "bank.yaml", _items(4))
+    question = {"name": "q", "metric": "harmful_turns", "paired": {"factor": "format", "a": "multi", "b": "multy"}}
+    data = scenario_data(design={"stopping": {"questions": [question]}})
+    with pytest.raises(ScenarioError, match="no planned episode has format=multy"):
+        build(build_scenario(data, base_dir=tmp_path))
