@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,9 @@ def sequential(x: np.ndarray, pairs: np.ndarray, looks_at: list[int] = LOOKS) ->
 
 def fixed(x: np.ndarray, pairs: np.ndarray, n: int) -> list[bool]:
     """The fixed-sample analysis of the first n items: t-test against 0.20, Wilcoxon–Pratt, BH over the two."""
-    p_rate = float(stats.ttest_1samp(x[:n], 0.2, alternative="greater").pvalue)
+    with warnings.catch_warnings():  # two identical item rates at an early look: no t statistic, p is NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p_rate = float(stats.ttest_1samp(x[:n], 0.2, alternative="greater").pvalue)
     p_rate = 1.0 if np.isnan(p_rate) else p_rate
     d = pairs[:n, 0] - pairs[:n, 1]
     p_diff = signed_rank_p(np.round(d, 9)) if np.any(d != 0) else 1.0
