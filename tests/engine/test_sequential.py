@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from engine import Runner, ScenarioError, build, build_scenario
+from engine import Runner, ScenarioError, build, build_scenario, load_built
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
 from engine.stats._sequential import Hypothesis, e_bh, e_process, hedged_capital, predictable_bets, sequential_path
 from tests.helpers import scenario_data, write_bank
@@ -250,3 +250,25 @@ def test_a_question_on_levels_the_plan_lacks_is_refused(tmp_path: Path) -> None:
     data = scenario_data(design={"stopping": {"questions": [question]}})
     with pytest.raises(ScenarioError, match="no planned episode has format=multy"):
         build(build_scenario(data, base_dir=tmp_path))
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "scenarios" / "crescendo_sequential.yaml"
+SMALL = [
+    "items=[{source: bank, path: items/stem.yaml, limit: 4}]",
+    "factors.dimension=[cognitive, epistemic]",
+    "design.stopping.look_every=2",
+]
+
+
+def test_the_shipped_scenario_stops_early_on_its_leaking_tutor_and_not_on_a_safe_one(tmp_path: Path) -> None:
+    """A small version of scenarios/crescendo_sequential.yaml (12 items, 2 dimensions, 6 looks)."""
+    leaking = _run(load_built(SHIPPED, overrides=SMALL, check_credentials=False), tmp_path / "leaking")
+    seq = _manifest_sequential(leaking.run_dir)
+    assert seq["stopped_early"] and seq["episodes_used"] <= 24 and seq["episodes_planned"] == 48  # half the plan at most
+    assert all(q["verdict"] == "finding" for q in seq["questions"])
+    safe_tutor = ["models.tutor.params.leak_base=0", "models.tutor.params.leak_per_turn=0"]
+    safe = _run(load_built(SHIPPED, overrides=SMALL + safe_tutor, check_credentials=False), tmp_path / "safe")
+    seq = _manifest_sequential(safe.run_dir)
+    assert safe.ok == 48 and seq["looks"] == seq["waves"] == 6 and not seq["stopped_early"]
+    assert all(q["verdict"] == "no finding" for q in seq["questions"])
+    assert "plan exhausted" in (safe.reason or "")
