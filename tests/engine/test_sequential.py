@@ -264,7 +264,7 @@ def test_the_shipped_scenario_stops_early_on_its_leaking_tutor_and_not_on_a_safe
     """A small version of scenarios/crescendo_sequential.yaml (12 items, 2 dimensions, 6 looks)."""
     leaking = _run(load_built(SHIPPED, overrides=SMALL, check_credentials=False), tmp_path / "leaking")
     seq = _manifest_sequential(leaking.run_dir)
-    assert seq["stopped_early"] and seq["episodes_used"] <= 24 and seq["episodes_planned"] == 48  # half the plan at most
+    assert seq["stopped_early"] and seq["episodes_used"] <= 24 and seq["episodes_planned"] == 48  # half at most
     assert all(q["verdict"] == "finding" for q in seq["questions"])
     safe_tutor = ["models.tutor.params.leak_base=0", "models.tutor.params.leak_per_turn=0"]
     safe = _run(load_built(SHIPPED, overrides=SMALL + safe_tutor, check_credentials=False), tmp_path / "safe")
