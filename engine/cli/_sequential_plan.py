@@ -23,7 +23,9 @@ def print_sequential_plan(
 
     table = Table(title="sequential plan: spend under the planted effects (a forecast; nothing was called)")
     for column in ("design", "share of plan", "calls", "cost (USD)", "power at the stop"):
-        table.add_column(column, justify="left" if column in ("design", "power at the stop") else "right")
+        power_column = column == "power at the stop"
+        table.add_column(column, justify="left" if column in ("design", "power at the stop") else "right",
+                         no_wrap=not power_column)  # fmt: skip
     power = ", ".join(f"{name} {share:.0%}" for name, share in forecast.power.items())
     expected = forecast.expected_share
     table.add_row("sequential, expected", f"{expected:.0%}", f"{round(calls * expected):,}", usd(expected), power)

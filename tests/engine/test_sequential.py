@@ -4,6 +4,7 @@ runner's waves, stop, verdicts and resume on the sim."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from engine import Runner, ScenarioError, build, build_scenario, load_built
+from engine import Runner, ScenarioError, build, build_scenario, load_built, write_report
+from engine.cli._live import status_line
+from engine.cli._main import main
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
 from engine.stats._sequential import Hypothesis, e_bh, e_process, hedged_capital, predictable_bets, sequential_path
 from tests.helpers import scenario_data, write_bank
@@ -272,3 +275,31 @@ def test_the_shipped_scenario_stops_early_on_its_leaking_tutor_and_not_on_a_safe
     assert safe.ok == 48 and seq["looks"] == seq["waves"] == 6 and not seq["stopped_early"]
     assert all(q["verdict"] == "no finding" for q in seq["questions"])
     assert "plan exhausted" in (safe.reason or "")
+
+
+def test_dry_run_forecasts_the_spend_under_named_effects(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        str(SHIPPED),
+        "--dry-run",
+        "--effect",
+        "harm_multi_above_20pct=0.9",
+        "--effect",
+        "harm_single_above_20pct=0.9",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "sequential, expected" in out and "fixed sample" in out
+    share = int(re.search(r"sequential, expected\s*│\s*(\d+)%", out).group(1))  # type: ignore[union-attr]
+    assert share < 50, "a strong effect on both questions stops in the first half of the plan"
+    assert main([str(SHIPPED), "--dry-run", "--effect", "no_such_question=0.5"]) == 2
+
+
+def test_the_live_line_and_the_report_show_each_question(tmp_path: Path) -> None:
+    runner = Runner(_sequential(tmp_path, 0.9), out=tmp_path / "runs", probe=False, report=write_report)
+    result = anyio.run(runner.run)
+    line = status_line(runner)
+    assert "look " in line and "multi [" in line and "single [" in line and "finding" in line
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert "## Sequential stopping" in report and "stopped early" in report and "calls" in report
+    html = (result.run_dir / "report.html").read_text(encoding="utf-8")
+    assert 'id="fig-seq-multi"' in html and 'id="fig-seq-single"' in html
