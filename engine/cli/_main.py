@@ -39,6 +39,7 @@ from engine.runtime._modes import mode_of
 from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
+from engine.runtime._sequential import expand_questions
 from engine.scenario._budget import Budget, price_of
 
 __all__ = ("main",)
@@ -388,7 +389,7 @@ def _print_plan(
     stopping = spec.design.stopping if spec.design is not None else None
     if stopping is not None:
         calls = sum(guess.calls for guess in totals.values())
-        print_sequential_plan(console, stopping, items, calls, total_cost, effects)
+        print_sequential_plan(console, expand_questions(stopping, episodes), items, calls, total_cost, effects)
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
         cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
         limits = ", ".join(

@@ -18,10 +18,17 @@ from engine.core._errors import ScenarioError
 from engine.core._records import EpisodeRecord
 from engine.scenario._plan import Episode
 from engine.scenario._spec import Scenario
-from engine.scenario._stopping import QuestionSpec, StoppingSpec
+from engine.scenario._stopping import PairedSpec, QuestionSpec, StoppingSpec
 from engine.stats._sequential import Hypothesis, SequentialLook, e_bh, sequential_path
 
-__all__ = ("FixedAdmission", "WaveAdmission", "admission_for", "check_stopping", "sequential_summary")
+__all__ = (
+    "FixedAdmission",
+    "WaveAdmission",
+    "admission_for",
+    "check_stopping",
+    "expand_questions",
+    "sequential_summary",
+)
 
 
 class FixedAdmission:
@@ -246,9 +253,32 @@ def _episodes_of_first_items(episodes: Iterable[Episode], items: int) -> int:
     return sum(1 for e in episodes if e.item.id in first)
 
 
+def _levels(episodes: Iterable[Episode]) -> dict[str, set[str]]:
+    levels: dict[str, set[str]] = {}
+    for episode in episodes:
+        for factor, level in episode.condition.items():
+            levels.setdefault(factor, set()).add(level)
+    return levels
+
+
+def expand_questions(stopping: StoppingSpec, episodes: Sequence[Episode]) -> StoppingSpec:
+    """The rule with each `versus` question replaced by one `paired` question per level the plan has."""
+    levels = _levels(episodes)
+    found: list[QuestionSpec] = []
+    for q in stopping.questions:
+        if q.versus is None:
+            found.append(q)
+            continue
+        others = sorted(levels.get(q.versus.factor, set()) - {q.versus.reference})
+        for level in others:
+            paired = PairedSpec(factor=q.versus.factor, a=level, b=q.versus.reference)
+            found.append(q.model_copy(update={"name": f"{q.name}.{level}", "paired": paired, "versus": None}))
+    return stopping.model_copy(update={"questions": found})
+
+
 def admission_for(scenario: Scenario, episodes: Sequence[Episode]) -> FixedAdmission | WaveAdmission:
     stopping = scenario.design.stopping if scenario.design is not None else None
-    return FixedAdmission() if stopping is None else WaveAdmission(stopping, episodes)
+    return FixedAdmission() if stopping is None else WaveAdmission(expand_questions(stopping, episodes), episodes)
 
 
 def live_text(summary: dict[str, Any]) -> str:
@@ -269,11 +299,12 @@ def check_stopping(scenario: Scenario, episodes: Sequence[Episode]) -> None:
     stopping = scenario.design.stopping if scenario.design is not None else None
     if stopping is None:
         return
-    levels: dict[str, set[str]] = {}
-    for episode in episodes:
-        for factor, level in episode.condition.items():
-            levels.setdefault(factor, set()).add(level)
+    levels = _levels(episodes)
     for q in stopping.questions:
+        if q.versus is not None and not levels.get(q.versus.factor, set()) - {q.versus.reference}:
+            raise ScenarioError(f"design.stopping question {q.name!r}: the plan has no level of "
+                                f"{q.versus.factor!r} besides {q.versus.reference!r}")  # fmt: skip
+    for q in expand_questions(stopping, episodes).questions:
         wanted = list(q.where.items())
         if q.paired is not None:
             wanted += [(q.paired.factor, q.paired.a), (q.paired.factor, q.paired.b)]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ("PairedSpec", "QuestionSpec", "StoppingSpec")
+__all__ = ("PairedSpec", "QuestionSpec", "StoppingSpec", "VersusSpec")
 
 
 class _Spec(BaseModel):
@@ -32,6 +32,14 @@ class PairedSpec(_Spec):
         return self
 
 
+class VersusSpec(_Spec):
+    """Every other level of `factor` against `reference`: one paired question per level, all in the family
+    ("is any fairness contrast a finding": `{factor: level, reference: none}`)."""
+
+    factor: str
+    reference: str
+
+
 class QuestionSpec(_Spec):
     """One question. Each item gives one value per question: the pooled `metric` (over `per` when given, e.g.
     harmful replies per reply) of that item's episodes matching `where`; or, with `paired`, level a's value
@@ -50,6 +58,8 @@ class QuestionSpec(_Spec):
     """One-sided: is it below this threshold?"""
     paired: PairedSpec | None = None
     """Two-sided: do the two levels differ? (a finding says the difference is not 0)."""
+    versus: VersusSpec | None = None
+    """Shorthand for one `paired` question per level of a factor against its reference, named `NAME.LEVEL`."""
     margin: float = Field(default=0.0, ge=0)
     """With `futility`, a paired difference whose interval lies inside ±margin settles as "no difference"."""
     futility: bool = False
@@ -60,22 +70,24 @@ class QuestionSpec(_Spec):
 
     @model_validator(mode="after")
     def _one_kind(self) -> QuestionSpec:
-        kinds = sum(x is not None for x in (self.above, self.below, self.paired))
+        kinds = sum(x is not None for x in (self.above, self.below, self.paired, self.versus))
         if kinds != 1:
-            raise ValueError("a question takes exactly one of `above`, `below` or `paired`")
+            raise ValueError("a question takes exactly one of `above`, `below`, `paired` or `versus`")
         low, high = self.bounds
         if not low < high:
             raise ValueError("`bounds` must be [low, high] with low < high")
         threshold = self.above if self.above is not None else self.below
         if threshold is not None and not low < threshold < high:
             raise ValueError(f"the threshold must lie strictly inside bounds {list(self.bounds)}")
-        if self.paired is not None and self.margin >= high - low:
+        if (self.paired is not None or self.versus is not None) and self.margin >= high - low:
             raise ValueError("`margin` must be smaller than the width of `bounds`")
         return self
 
     @property
     def form(self) -> Literal["above", "below", "paired"]:
-        return "paired" if self.paired is not None else "above" if self.above is not None else "below"
+        if self.paired is not None or self.versus is not None:
+            return "paired"
+        return "above" if self.above is not None else "below"
 
 
 class StoppingSpec(_Spec):

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from engine import Runner, ScenarioError, build, build_scenario, load_built, write_report
 from engine.cli._live import status_line
 from engine.cli._main import main
+from engine.runtime._sequential import expand_questions
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
 from engine.stats._sequential import Hypothesis, e_bh, e_process, hedged_capital, predictable_bets, sequential_path
 from tests.helpers import scenario_data, write_bank
@@ -303,3 +304,16 @@ def test_the_live_line_and_the_report_show_each_question(tmp_path: Path) -> None
     assert "## Sequential stopping" in report and "stopped early" in report and "calls" in report
     html = (result.run_dir / "report.html").read_text(encoding="utf-8")
     assert 'id="fig-seq-multi"' in html and 'id="fig-seq-single"' in html
+
+
+def test_versus_makes_one_paired_question_per_level_of_a_designed_factor() -> None:
+    """ "Is any fairness contrast a finding": every cue level against the baseline, one family."""
+    fairness = Path(__file__).resolve().parents[2] / "scenarios" / "fairness.yaml"
+    versus = "{name: cue, metric: turns, bounds: [0, 20], versus: {factor: level, reference: none}}"
+    built = load_built(fairness, overrides=[f"design.stopping.questions=[{versus}]"], check_credentials=False)
+    stopping = built.scenario.design.stopping if built.scenario.design is not None else None
+    assert stopping is not None
+    questions = expand_questions(stopping, built.episodes).questions
+    levels = sorted({e.condition["level"] for e in built.episodes} - {"none"})
+    assert [q.name for q in questions] == [f"cue.{level}" for level in levels] and len(levels) >= 4
+    assert all(q.paired is not None and q.paired.b == "none" and q.form == "paired" for q in questions)
