@@ -20,6 +20,7 @@ from rich.text import Text
 
 from engine.core._records import EpisodeRecord
 from engine.runtime._runner import Runner, RunResult
+from engine.runtime._sequential import live_text
 from engine.scenario._budget import format_usd
 
 __all__ = ("LiveDetail", "print_end_summary", "progress_line", "resume_hint", "run_with_progress_lines", "status_line")
@@ -44,6 +45,7 @@ def status_line(runner: Runner) -> str:
     parts = [errors, f"retries {stats.retries}", roles or "tokens 0", f"total {format_usd(spend.total)}"]
     if stats.cache_hits:
         parts.append(f"cache hits {stats.cache_hits:,}")
+    parts.append(live_text(runner.admission.manifest()))
     return " · ".join(part for part in parts if part)
 
 

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from engine.cli._live import LiveDetail, print_end_summary, resume_hint, run_with_progress_lines
 from engine.cli._runs import RUN_DIR
+from engine.cli._sequential_plan import print_sequential_plan
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
 from engine.core._events import configure_console_logging
@@ -34,6 +35,7 @@ from engine.core._records import EpisodeRecord
 from engine.models._breaker import parse_max_errors
 from engine.models._provider import PROVIDERS
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
+from engine.report._sequential import sequential_lines
 from engine.runtime._build import BuiltScenario, load_built
 from engine.runtime._duration import duration_text
 from engine.runtime._modes import mode_of
@@ -41,6 +43,7 @@ from engine.runtime._players import played_by
 from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
 from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
+from engine.runtime._sequential import expand_questions
 from engine.scenario._budget import Budget, price_of
 
 __all__ = ("main",)
@@ -199,6 +202,13 @@ def _load(
 @click.option("--dry-run", is_flag=True, help="Print the plan and estimated calls and tokens; call nothing.")
 @click.option("--cache/--no-cache", "cache", default=None, help="Answer repeated calls from the response cache.")
 @click.option("--cache-path", type=click.Path(path_type=Path, dir_okay=False), help="Response cache file.")
+@click.option(
+    "--effect",
+    "effects",
+    multiple=True,
+    metavar="QUESTION=VALUE",
+    help="With --dry-run on a sequential scenario: a planted rate or difference to forecast the spend under.",
+)
 @click.option("--max-cost", type=click.FloatRange(min=0), help="Stop admitting episodes once this many USD are spent.")
 @click.option(
     "--max-tokens", type=click.IntRange(min=1), help="Stop admitting episodes once this many tokens are used."
@@ -235,6 +245,7 @@ def run(
     dry_run: bool,
     cache: bool | None,
     cache_path: Path | None,
+    effects: tuple[str, ...],
     max_cost: float | None,
     max_tokens: int | None,
     retry_errors: bool,
@@ -259,7 +270,7 @@ def run(
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(built, estimate=True, budget=budget)
+        _print_plan(built, estimate=True, budget=budget, effects=effects)
         _warn_missing_keys(built)
         return 0
     _connect_executor(built)
@@ -342,6 +353,8 @@ def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, conso
     shown = view_for(result.summary, built.summarizer)
     out_console.print(fit_to_width(shown.render_console(result.summary), out_console.width))
     _print_provenance(out_console, result.summary)
+    for line in sequential_lines(result.summary):
+        out_console.print(Text(line))
     if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
         print_end_summary(console, runner, result)
     out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
@@ -415,12 +428,14 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         return result
 
 
-def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None = None) -> None:
+def _print_plan(
+    built: BuiltScenario, *, estimate: bool, budget: Budget | None = None, effects: tuple[str, ...] = ()
+) -> None:
     spec, episodes = built.scenario, built.episodes
     console = Console(soft_wrap=True)
     conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
     factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
-    if spec.design is not None:
+    if spec.design is not None and spec.design.name is not None:
         factors = ", ".join(filter(None, [f"design {spec.design.name}", factors]))
     items = len({episode.item.id for episode in episodes})
     console.print(
@@ -453,6 +468,10 @@ def _print_plan(built: BuiltScenario, *, estimate: bool, budget: Budget | None =
         table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
     console.print(table)
     console.print(Text(duration_text(spec, totals)))
+    stopping = spec.design.stopping if spec.design is not None else None
+    if stopping is not None:
+        calls = sum(guess.calls for guess in totals.values())
+        print_sequential_plan(console, expand_questions(stopping, episodes), items, calls, total_cost, effects)
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
         cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
         limits = ", ".join(

@@ -23,6 +23,7 @@ from markupsafe import Markup
 from engine.core._records import EpisodeRecord, Judgment
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.report._sections import EpisodeVerdict, HtmlSection, default_verdict, generic_section
+from engine.report._sequential import sequential_html
 
 __all__ = ("MAX_TRANSCRIPTS", "EpisodeView", "render_episode_page", "render_page", "render_report")
 
@@ -266,6 +267,8 @@ def render_report(
     `lines` are the records' lines in episodes.jsonl (what episode links point at); by default 1, 2, ...
     """
     results = summarizer.render_html(summary) if isinstance(summarizer, HtmlSection) else generic_section(summary)
+    saved = (summary.get("run") or {}).get("saved") or {}
+    results = Markup(results) + sequential_html(summary.get("sequential"), saved)
     embedded = select_transcripts(records, max_transcripts)
     at = list(lines) if lines is not None else list(range(1, len(records) + 1))
     episodes = [episode_view(r, at[i], _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]

@@ -20,6 +20,7 @@ from engine.report._judging import (
 )
 from engine.report._models import model_results, tutor_labels, view_for
 from engine.report._page import render_report
+from engine.report._sequential import savings, sequential_markdown
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer
 from engine.runtime._rundir import REPORT, SUMMARY, RunDir
@@ -86,6 +87,9 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     labels = getattr(summarizer, "provenance", None)
     if callable(labels):
         summary["provenance"] = labels(found)
+    summary["sequential"] = sequential = manifest.get("sequential") or {"design": "fixed-sample"}
+    if sequential["design"] == "sequential":  # what it spent differs between a resumed and a clean run: run info
+        summary["run"]["saved"] = savings(sequential, manifest)
     run.write_json(SUMMARY, summary)
     summarizer = view_for(summary, summarizer)
     markdown = (
@@ -93,6 +97,7 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
         + judge_agreement_markdown(summary["judge_agreement"])
         + judging_markdown(summary["judging"])
     )
+    markdown += sequential_markdown(sequential, summary["run"].get("saved") or {})
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary

@@ -16,6 +16,7 @@ from engine.core._errors import ScenarioError
 from engine.core._templates import TemplateBudget
 from engine.runtime._checks import Plugins, check_scenario, load_checked
 from engine.runtime._plugins import Agent, CallEstimate, DialogueProtocol, Judge, Summarizer
+from engine.runtime._sequential import check_stopping
 from engine.scenario._intake import Intake
 from engine.scenario._plan import Design, Episode, load_counted_items, plan_designed
 from engine.scenario._spec import ModelSpec, Scenario
@@ -132,3 +133,4 @@ def preflight(built: BuiltScenario) -> None:
                     check(episode)
                 except ValueError as exc:
                     raise ScenarioError(f"{role}: {exc} (in episode {episode.id!r})") from None
+    check_stopping(built.scenario, built.episodes)

@@ -135,7 +135,7 @@ def check_scenario(
 
     protocol, _ = resolve(PROTOCOLS, scenario.kind, ("kind",), None)
     spec = scenario.design
-    design = None if spec is None else built(DESIGNS, spec.name, ("design", "name"), spec.options)
+    design = None if spec is None or spec.name is None else built(DESIGNS, spec.name, ("design", "name"), spec.options)
     summarizer, _ = resolve(SUMMARIZERS, scenario.kind, ("kind",), None)
     tutor, tutor_options = resolve(TUTORS, scenario.tutor.agent, ("tutor", "agent"), scenario.tutor.options)
     student, student_options = resolve(

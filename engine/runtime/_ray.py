@@ -217,7 +217,10 @@ class _Dispatch:
         if reason is not None:
             runner.refuse_admission(reason)
             return None
-        return [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
+        shard: list[Episode] = []  # a shard never crosses into a wave a sequential run has not opened yet
+        while self.queue and len(shard) < self.batch and runner.admission.is_open(self.queue[0]):
+            shard.append(self.queue.popleft())
+        return shard or None
 
     async def _feed(self, worker: _Worker) -> None:
         while worker.actor is not None:  # None: it died and no replacement was left

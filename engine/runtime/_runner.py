@@ -35,6 +35,7 @@ from engine.runtime._build import BuiltScenario, build, preflight
 from engine.runtime._players import played_by
 from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
 from engine.runtime._rundir import RunDir, stored_hash, utc_now
+from engine.runtime._sequential import FixedAdmission, WaveAdmission, admission_for
 from engine.runtime._tutors import TutorSet, manifest_models
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
@@ -154,15 +155,15 @@ class Runner:
         self._fresh = not resume
         self._prepared = False
         self.pending: list[Episode] = []
+        self.admission: FixedAdmission | WaveAdmission = FixedAdmission()
+        """Which episodes may start now: all (fixed sample) or item waves of a `design.stopping` run."""
         self.already_done = self.retried = self.ok = self.errors = 0
         self.stats = CallStats()
         self.errors_by_kind: Counter[str] = Counter()
         """Current error records by kind, live: what the progress line shows."""
         self.first_errors: dict[str, str] = {}
-        self._max_errors = max_errors
-        self._breaker_policy = breaker or BreakerPolicy()
-        self._probe = probe
-        self._report = report
+        self._max_errors, self._breaker_policy = max_errors, breaker or BreakerPolicy()
+        self._probe, self._report = probe, report
         self.reason: str | None = None
         self._events: RunEvents | Any = log  # the run's own event log while `run` is going on
         self.on_episode, self._on_turn = on_episode, on_turn
@@ -212,12 +213,13 @@ class Runner:
             raise
         retried = {r.id for r in current if r.status == "error"} if self._retry_errors else set()
         done = {r.id for r in current} - retried
-        self.pending = [episode for episode in built.episodes if episode.id not in done]
-        self.already_done = len(built.episodes) - len(self.pending)
-        self.retried = len(retried)
+        self.admission = admission_for(self.scenario, built.episodes)
+        self.pending = self.admission.order([episode for episode in built.episodes if episode.id not in done])
+        self.already_done, self.retried = len(built.episodes) - len(self.pending), len(retried)
         if manifest:
             self.stats.add(manifest.get("calls") or {})
         kept = [r for r in current if r.id not in retried]
+        self.admission.load(kept)
         self.ok = sum(1 for r in kept if r.status == "ok")
         """Episodes recorded ok in this run directory, earlier sessions of a resumed run included."""
         self.errors = len(kept) - self.ok
@@ -310,7 +312,7 @@ class Runner:
             "run.finished", status=status, ok=self.ok, errors=self.errors, run_dir=path, reason=self.reason
         )
         result = RunResult(self.run_dir.path, status, len(self.episodes), self.ok, self.errors, summary)
-        result.reason = self.reason
+        result.reason = self.reason or self.admission.reason
         return result
 
     def interrupt(self) -> None:
@@ -393,6 +395,8 @@ class Runner:
             async with anyio.create_task_group() as group:
                 with self._admission:
                     for episode in filter(self.tutors.admits, self.pending):
+                        if not await self.admission.admit(episode):
+                            break
                         await limiter.acquire_on_behalf_of(episode.id)
                         reason = self.admission_refused()
                         if reason is not None:
@@ -440,6 +444,7 @@ class Runner:
             self.errors_by_kind[record.error.type] += 1
             self.first_errors.setdefault(record.error.type, record.error.message)
         await self.run_dir.append(record)
+        self.admission.record(record)
         if self.on_episode is not None:
             await self.on_episode(record)
         reason = self._error_limit_reached() if record.error is not None else None
@@ -536,7 +541,8 @@ class Runner:
                 "providers": providers,
                 "played_by": played_by(scenario.models, custom_tutor=self._custom_tutor is not None),
                 "status": status,
-                "reason": self.reason,
+                "reason": self.reason or self.admission.reason,
+                "sequential": self.admission.manifest(),
                 "counts": {
                     "planned": len(self.episodes),
                     "ok": self.ok,

@@ -83,7 +83,7 @@ DESIGNS: Registry[Callable[[Any], Design]] = Registry("design", "designs")
 
 
 def make_design(scenario: Scenario) -> Design | None:
-    if scenario.design is None:
+    if scenario.design is None or scenario.design.name is None:
         return None
     factory = DESIGNS.get(scenario.design.name)
     return factory(options_model(factory).model_validate(scenario.design.options))

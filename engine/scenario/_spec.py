@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from engine.scenario._budget import Price
+from engine.scenario._stopping import StoppingSpec
 
 __all__ = (
     "BASE_URL_ENV",
@@ -267,11 +268,14 @@ class JudgeSpec(_PluginSpec, _ShortForm):
 
 
 class DesignSpec(_PluginSpec, _ShortForm):
-    """A condition generator by name (e.g. `demographic`), with its options; crossed with `factors`."""
+    """A condition generator by name (e.g. `demographic`), with its options; crossed with `factors`. Its
+    `stopping` (not a generator option) makes the run sequential; a design may have it and no `name`."""
 
     short_key: ClassVar[str] = "name"
 
-    name: str
+    name: str | None = None
+    stopping: StoppingSpec | None = None
+    """Stop when the declared questions are settled (see `engine.scenario._stopping`); absent: fixed sample."""
 
 
 class ExecutorSpec(_Spec, _ShortForm):
