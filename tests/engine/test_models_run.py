@@ -164,3 +164,21 @@ def test_the_terminal_leaderboard_fits_80_columns(study: tuple[engine.Scenario, 
     text = console.export_text()
     assert text.splitlines()[0].strip().startswith("Leaderboard: unsafe_reply_share (lower is better)")
     assert "95% CI" in text and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_cached_study_replays_every_tutor_from_the_cache(tmp_path: Path) -> None:
+    """Cache keys hold each tutor's seed and params: a second run answers every call from the cache and gives
+    each tutor the same dialogues, with no tutor answered by another's replies."""
+    scenario = _study(tmp_path, limit=3)
+    cache = tmp_path / "cache.sqlite"
+    first = engine.run_sync(scenario, out=tmp_path / "a", cache=cache)
+    second = engine.run_sync(scenario, out=tmp_path / "b", cache=cache)
+    texts = [{r.id: [t.text for t in r.turns] for r in _records(run.run_dir)} for run in (first, second)]
+    assert texts[0] == texts[1] and len(texts[0]) == 6
+    manifest = orjson.loads((second.run_dir / "manifest.json").read_bytes())
+    assert manifest["calls"]["cache_hits"] > 0 and manifest["calls"]["requests"] == 0
+    replies: dict[tuple[str, str], dict[str | None, tuple[str, ...]]] = {}
+    for record in _records(second.run_dir):
+        unit = (record.item_id, str(sorted(record.condition.items())))
+        replies.setdefault(unit, {})[record.tutor] = tuple(t.text for t in record.turns if t.role == "tutor")
+    assert any(len(set(by_tutor.values())) == 2 for by_tutor in replies.values())
