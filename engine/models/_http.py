@@ -161,7 +161,7 @@ class HttpChatModel(ChatModel):
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise self._malformed("the reply is not JSON") from None
-        texts = _found(self.target.reply, data)
+        texts = [text for text in _found(self.target.reply, data) if text is not None]
         if not texts:
             raise self._malformed(f"nothing at {self.target.reply} in the reply")
         return _Answer("".join(str(t) for t in texts), self._usage(data), self._session_of(data))
