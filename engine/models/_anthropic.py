@@ -105,7 +105,7 @@ class AnthropicChatModel(ChatModel):
         extra_body = params.pop("extra_body", None)
         max_tokens = params.pop("max_tokens", None) or params.pop("max_completion_tokens", None) or DEFAULT_MAX_TOKENS
         params = {key: value for key, value in params.items() if value is not None and key in _SENT}
-        schema = getattr(request, "schema", None)  # a provider-neutral schema field, where the request has one
+        schema = request.response_schema
         if schema is not None and "output_config" not in params:
             params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         elif request.json_output:

@@ -24,7 +24,7 @@ from engine.core._errors import ProviderError, ProviderTimeout, ScenarioError
 from engine.core._events import redact_url
 from engine.core._records import Usage
 from engine.models._provider import ChatModel, ChatReply, ChatRequest
-from engine.models._wire import provider_error
+from engine.models._wire import provider_error, response_format
 from engine.scenario._spec import ModelSpec
 
 __all__ = ("LiteLLMChatModel", "load_litellm")
@@ -85,13 +85,11 @@ class LiteLLMChatModel(ChatModel):
         litellm = _module if _module is not None else await anyio.to_thread.run_sync(load_litellm)
         params = {key: value for key, value in request.params.items() if value is not None}
         extra = params.pop("extra_body", None) or {}
-        schema = getattr(request, "schema", None)  # a provider-neutral schema field, where the request has one
-        if schema is not None:
-            params.setdefault(
-                "response_format", {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
-            )
-        elif request.json_output:
-            params.setdefault("response_format", {"type": "json_object"})
+        wanted = response_format(
+            request.json_output, request.response_schema, request.context.task, self.spec.structured_output
+        )
+        if wanted is not None:
+            params.setdefault("response_format", wanted)
         with self._translated(litellm):
             response = await litellm.acompletion(
                 model=self.spec.name,
