@@ -30,7 +30,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import LABEL_SOURCES, Dimension, Example, Item, LabelMap, LabelSet, Reader, ScenarioError
+from engine import LABEL_SOURCES, Dimension, Example, Intake, Item, LabelMap, LabelSet, Reader, ScenarioError
 from personas.remath import INTENTIONS, STRATEGIES, bridge_items, to_item
 
 __all__ = (
@@ -262,10 +262,14 @@ def _bridge(path: Path, options: Mapping[str, Any], /) -> LabelSet:
         chosen = BridgeOptions.model_validate(dict(options))
     except ValidationError as exc:
         raise ScenarioError(f"bridge options: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    intake = Intake(source="bridge", path=path.name)
     try:
-        mistakes = bridge_items(_read_json(path), split=path.stem)
+        mistakes = bridge_items(_read_json(path), split=path.stem, intake=intake)
     except (ValueError, ValidationError) as exc:
         raise ScenarioError(f"{path}: not the Bridge layout: {exc}") from None
+    if chosen.limit is not None:
+        intake.skip("past the source's limit", len(mistakes) - chosen.limit)
+    intake.kept = len(mistakes[: chosen.limit])
     examples = []
     for mistake in mistakes[: chosen.limit]:
         item = to_item(mistake)
@@ -279,7 +283,7 @@ def _bridge(path: Path, options: Mapping[str, Any], /) -> LabelSet:
                 group="expert",
             )
         )
-    return LabelSet("bridge", BRIDGE_DIMENSIONS, tuple(examples), BRIDGE_READERS)
+    return LabelSet("bridge", BRIDGE_DIMENSIONS, tuple(examples), BRIDGE_READERS, intake=intake)
 
 
 _SOURCES: dict[str, Callable[[Path, Mapping[str, Any]], LabelSet]] = {"mrbench": _mrbench, "bridge": _bridge}
