@@ -195,3 +195,26 @@ def test_the_bridge_label_source_counts_and_the_calibrate_command_prints_its_ski
     assert main([*argv, "--out", str(tmp_path / "out")]) == 0
     err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
     assert "labels: bridge validation.json: read 3, kept 2, skipped 1 (last student turn empty or missing 1)" in err
+
+
+def test_the_mrbench_label_source_counts_conversations_and_responses_it_leaves_out(tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "mrbench_sample.json"
+    records = json.loads(fixture.read_text(encoding="utf-8"))
+    first = records[0]
+    blank = {**first, "conversation_id": "blank", "conversation_history": "  "}
+    no_text = {**first, "conversation_id": "no-text", "anno_llm_responses": {"Expert": {"annotation": {}}}}
+    path = tmp_path / "mrbench.json"
+    path.write_text(json.dumps([first, blank, no_text, *records[1:]]), encoding="utf-8")
+    other = sum(1 for r in records if r["Data"] != first["Data"])
+    tutors = len(first["anno_llm_responses"])
+    labels = LABEL_SOURCES.get("mrbench")(path, {"data": first["Data"], "tutors": ["Expert"], "limit": 3})
+    intake = labels.intake
+    assert intake is not None and intake.read == len(records) + 2 and intake.kept == len(labels.examples) == 1
+    same = len(records) - other  # conversations of the chosen data set; the first three pass the limit
+    assert intake.skipped == {
+        "conversation of another data set": other,
+        "conversation past the source's limit": same + 2 - 3,
+        "conversation with an empty history": 1,
+        "response of a tutor not selected": tutors - 1,
+        "response without text": 1,
+    }
