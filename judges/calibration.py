@@ -30,7 +30,18 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import LABEL_SOURCES, Dimension, Example, Item, LabelMap, LabelSet, Reader, ScenarioError, read_input_bytes
+from engine import (
+    LABEL_SOURCES,
+    Dimension,
+    Example,
+    Intake,
+    Item,
+    LabelMap,
+    LabelSet,
+    Reader,
+    ScenarioError,
+    read_input_bytes,
+)
 from personas.remath import INTENTIONS, STRATEGIES, bridge_items, to_item
 
 __all__ = (
@@ -133,10 +144,13 @@ def _read_json(path: Path) -> Any:
         raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
 
 
-def mrbench_examples(records: Any, options: MRBenchOptions) -> list[Example]:
-    """Examples from parsed MRBench JSON; `ValueError` when the layout is not MRBench's."""
+def mrbench_examples(records: Any, options: MRBenchOptions, intake: Intake | None = None) -> list[Example]:
+    """Examples from parsed MRBench JSON, what was left out counted in `intake` (conversations, then tutor
+    responses); `ValueError` when the layout is not MRBench's."""
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise ValueError("expected a JSON list of conversations")
+    intake = intake if intake is not None else Intake()
+    intake.read = len(records)
     examples: list[Example] = []
     kept = 0
     for record in records:
@@ -144,13 +158,16 @@ def mrbench_examples(records: Any, options: MRBenchOptions) -> list[Example]:
         if not isinstance(responses, dict) or "conversation_history" not in record:
             raise ValueError("a conversation lacks conversation_history or anno_llm_responses/tutor_responses")
         if options.data is not None and _fold(str(record.get("Data", ""))) != _fold(options.data):
+            intake.skip("conversation of another data set")
             continue
         if options.limit is not None and kept >= options.limit:
-            break
+            intake.skip("conversation past the source's limit")
+            continue
         kept += 1
         conversation = str(record.get("conversation_id", kept))
         history = split_history(str(record["conversation_history"]))
         if not history:
+            intake.skip("conversation with an empty history")
             continue
         item = Item(
             id=conversation,
@@ -161,8 +178,10 @@ def mrbench_examples(records: Any, options: MRBenchOptions) -> list[Example]:
         )
         for tutor, entry in responses.items():
             if options.tutors is not None and tutor not in options.tutors:
+                intake.skip("response of a tutor not selected")
                 continue
             if not isinstance(entry, dict) or not isinstance(entry.get("response"), str):
+                intake.skip("response without text")
                 continue
             annotation = entry.get("annotation") or {}
             labels = dict(
@@ -243,11 +262,13 @@ def _mrbench(path: Path, options: Mapping[str, Any], /) -> LabelSet:
         chosen = MRBenchOptions.model_validate(dict(options))
     except ValidationError as exc:
         raise ScenarioError(f"mrbench options: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    intake = Intake(source="mrbench", path=path.name)
     try:
-        examples = mrbench_examples(_read_json(path), chosen)
+        examples = mrbench_examples(_read_json(path), chosen, intake)
     except ValueError as exc:
         raise ScenarioError(f"{path}: not the MRBench layout: {exc}") from None
-    return LabelSet("mrbench", MRBENCH_DIMENSIONS, tuple(examples), MRBENCH_READERS)
+    intake.kept = len(examples)
+    return LabelSet("mrbench", MRBENCH_DIMENSIONS, tuple(examples), MRBENCH_READERS, intake=intake)
 
 
 class BridgeOptions(BaseModel):
@@ -260,10 +281,14 @@ def _bridge(path: Path, options: Mapping[str, Any], /) -> LabelSet:
         chosen = BridgeOptions.model_validate(dict(options))
     except ValidationError as exc:
         raise ScenarioError(f"bridge options: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    intake = Intake(source="bridge", path=path.name)
     try:
-        mistakes = bridge_items(_read_json(path), split=path.stem)
+        mistakes = bridge_items(_read_json(path), split=path.stem, intake=intake)
     except (ValueError, ValidationError) as exc:
         raise ScenarioError(f"{path}: not the Bridge layout: {exc}") from None
+    if chosen.limit is not None:
+        intake.skip("past the source's limit", len(mistakes) - chosen.limit)
+    intake.kept = len(mistakes[: chosen.limit])
     examples = []
     for mistake in mistakes[: chosen.limit]:
         item = to_item(mistake)
@@ -277,7 +302,7 @@ def _bridge(path: Path, options: Mapping[str, Any], /) -> LabelSet:
                 group="expert",
             )
         )
-    return LabelSet("bridge", BRIDGE_DIMENSIONS, tuple(examples), BRIDGE_READERS)
+    return LabelSet("bridge", BRIDGE_DIMENSIONS, tuple(examples), BRIDGE_READERS, intake=intake)
 
 
 _SOURCES: dict[str, Callable[[Path, Mapping[str, Any]], LabelSet]] = {"mrbench": _mrbench, "bridge": _bridge}

@@ -13,15 +13,16 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from engine import EpisodeRecord, rate
-from personas.case_retrieval import tfidf_similarity
 
 __all__ = ("case_recovery",)
 
 
 def _row(response: str, cases: Sequence[str], texts: Sequence[str]) -> dict[str, Any] | None:
+    import numpy as np  # loaded when a report is summarised, not when the plug-ins are
+
+    from personas.case_retrieval import tfidf_similarity
+
     same = np.array([[a == b for b in cases] for a in cases])
     if len(cases) < 3 or same.sum() == len(cases):  # no case has a second response: nothing to recover
         return None

@@ -98,6 +98,8 @@ def calibrate_command(
     if not labels.is_file():
         raise ScenarioError(f"{labels}: no such labels file")
     label_set = LABEL_SOURCES.get(source)(labels, _assignments(settings, "--set"))
+    if label_set.intake is not None and label_set.intake.skipped:
+        Console(stderr=True).print(Text(f"labels: {label_set.intake.line()}", style="yellow"))
     if not label_set.examples:
         raise ScenarioError(f"{labels}: no labelled responses were read (check --source and --set)")
     judge_options = _judge_options(judge_settings)

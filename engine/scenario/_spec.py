@@ -209,10 +209,13 @@ class ModelsSpec(_Spec):
         return [(role, self._decoded(role, spec)) for role, spec in found]
 
     def _decoded(self, role: str, spec: ModelSpec) -> ModelSpec:
-        wanted = self.decoding.get(role)  # type: ignore[call-overload]
+        wanted = self._decoding().get(role)
         if not wanted or spec.provider == "sim":
             return spec
         return spec.model_copy(update={"params": {**wanted, **spec.params}})
+
+    def _decoding(self) -> dict[str, dict[str, Any]]:
+        return {str(role): params for role, params in self.decoding.items()}
 
     def decoding_refused(self) -> list[str]:
         """What the sim cannot honour of the decoding: it is deterministic, so only a temperature of 0."""
@@ -222,7 +225,7 @@ class ModelsSpec(_Spec):
             ("student", self.student),
             *(("judge", j) for j in self.judge),
         ):
-            wanted = self.decoding.get(role, {}) if spec is not None and spec.provider == "sim" else {}  # type: ignore[call-overload]
+            wanted = self._decoding().get(role, {}) if spec is not None and spec.provider == "sim" else {}
             dropped = {k: v for k, v in wanted.items() if not (k == "temperature" and v == 0)}
             if dropped:
                 settings = ", ".join(f"{k}={v}" for k, v in sorted(dropped.items()))

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from engine.core._records import Judgment
 from engine.core._registry import Registry
+from engine.scenario._intake import Intake
 from engine.scenario._items import Item
 
 __all__ = (
@@ -105,6 +106,8 @@ class LabelSet:
     """Judge name → dimension → reader: which of a judge's metrics answer which dimension."""
     annotator_agreement: Mapping[str, Any] | None = None
     """Agreement between the human annotators, where several labelled one item (generic label files)."""
+    intake: Intake | None = None
+    """What the source read, kept and skipped (with why), printed when it skipped something."""
 
 
 class LabelSource(Protocol):

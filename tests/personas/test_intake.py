@@ -14,6 +14,7 @@ import yaml
 from agents.case_tasks import Reference, task_prompt
 from engine import ITEM_SOURCES, CountedItems, Intake, build_scenario, run_sync
 from engine.cli._main import main
+from engine.tools._calibrate_labels import LABEL_SOURCES
 from personas import builtin_cases, case_of, load_tutorcasebench
 from tests.helpers import ITEMS, scenario_data, write_bank
 from tests.personas.test_cases import _rubric, _scenario, write_public_fixture
@@ -178,3 +179,42 @@ def test_the_release_writes_context_fields_as_objects_and_they_read_as_text(tmp_
         "condition: Before drawing; observable behavior: Says it is bad",
         "Sighs.",
     ]
+
+
+def test_the_bridge_label_source_counts_and_the_calibrate_command_prints_its_skips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = bridge_record("c1", "guess", "Provide a hint", "Motivate the student")
+    path = tmp_path / "validation.json"
+    records = [good, bridge_record("c2", "guess", "x", "y", mistake=" "), {**good, "c_id": "c3"}]
+    path.write_bytes(orjson.dumps(records))
+    labels = LABEL_SOURCES.get("bridge")(path, {"limit": 1})
+    assert labels.intake is not None and (labels.intake.read, labels.intake.kept) == (3, 1)
+    assert labels.intake.skipped == {"last student turn empty or missing": 1, "past the source's limit": 1}
+    argv = ["calibrate", str(path), "--source", "bridge", "--judge", "remath_strategy", "--model", "judge=sim/judge"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert "labels: bridge validation.json: read 3, kept 2, skipped 1 (last student turn empty or missing 1)" in err
+
+
+def test_the_mrbench_label_source_counts_conversations_and_responses_it_leaves_out(tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "mrbench_sample.json"
+    records = json.loads(fixture.read_text(encoding="utf-8"))
+    first = records[0]
+    blank = {**first, "conversation_id": "blank", "conversation_history": "  "}
+    no_text = {**first, "conversation_id": "no-text", "anno_llm_responses": {"Expert": {"annotation": {}}}}
+    path = tmp_path / "mrbench.json"
+    path.write_text(json.dumps([first, blank, no_text, *records[1:]]), encoding="utf-8")
+    other = sum(1 for r in records if r["Data"] != first["Data"])
+    tutors = len(first["anno_llm_responses"])
+    labels = LABEL_SOURCES.get("mrbench")(path, {"data": first["Data"], "tutors": ["Expert"], "limit": 3})
+    intake = labels.intake
+    assert intake is not None and intake.read == len(records) + 2 and intake.kept == len(labels.examples) == 1
+    same = len(records) - other  # conversations of the chosen data set; the first three pass the limit
+    assert intake.skipped == {
+        "conversation of another data set": other,
+        "conversation past the source's limit": same + 2 - 3,
+        "conversation with an empty history": 1,
+        "response of a tutor not selected": tutors - 1,
+        "response without text": 1,
+    }
