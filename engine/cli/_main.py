@@ -373,9 +373,11 @@ def _print_provenance(console: Console, summary: dict[str, Any]) -> None:
     """Under the table: where the numbers come from, per role rather than one blanket line for a mixed run."""
     info = summary.get("run", {})
     played = info.get("played_by") or {}
-    judging = judging_line(summary.get("judging"))
+    block = summary.get("judging") or {}
+    judging = judging_line(block)
     if judging is not None:
-        console.print(Text(judging, style="yellow"))
+        failed = any(row["unjudged"] for row in block["judges"].values()) or "parse failures:" in judging
+        console.print(Text(judging, style="yellow" if failed else "dim"))
     note = sim_judge_note(played)
     if note is not None:
         console.print(Text(f"note: {note}.", style="yellow"))

@@ -78,8 +78,9 @@ def judging_markdown(block: Mapping[str, Any] | None) -> str:
 
 
 def judging_line(block: Mapping[str, Any] | None) -> str | None:
-    """One console line when a judge left replies unjudged or a judge model's output failed to parse."""
-    if not block:
+    """One console line under the rates: each judge's unjudged count (rates leave those replies out) and the
+    judge models whose output failed to parse; None when no judge ran."""
+    if not block or not block.get("judges"):
         return None
     unjudged = [
         f"{name} {row['unjudged']} of {row['judged'] + row['unjudged']}" for name, row in block["judges"].items()
@@ -89,10 +90,8 @@ def judging_line(block: Mapping[str, Any] | None) -> str | None:
         for row in block.get("parse_failures") or []
         if row["invalid"]
     ]
-    if not failing and not any(row["unjudged"] for row in block["judges"].values()):
-        return None
     line = f"unjudged (rates leave them out): {', '.join(unjudged)}"
-    return line + (f" · parse failures: {', '.join(failing)}" if failing else "")
+    return line + (f" · parse failures: {', '.join(failing)}" if failing else " · no parse failures")
 
 
 def played_by_line(played: Mapping[str, Any]) -> str:

@@ -30,6 +30,8 @@ def test_all_sim_run_names_each_role_a_simulator(tmp_path: Path, capsys: pytest.
         captured.out
     )
     assert "not from a language model" in captured.out and "keyword" not in captured.err + captured.out
+    assert "unjudged (rates leave them out): answer_leak 0 of " in captured.out and "harm 0 of " in captured.out
+    assert "no parse failures" in captured.out
     (run_dir,) = (tmp_path / "runs").iterdir()
     report = (run_dir / "report.md").read_text()
     assert "- played by: tutor: simulator `sim/tutor`" in report and "Simulated results" in report

@@ -36,7 +36,8 @@ def test_the_summary_types_without_changing_a_key(run: RunDir, written: dict[str
     untyped = orjson.loads(orjson.dumps(CasesSummarizer().results(records, manifest)))
     typed = CasesSummarizer().summarize(records, manifest)
     assert orjson.dumps(typed.model_dump(mode="json")) == orjson.dumps(untyped)  # same keys, same order
-    assert list(written) == ["run", "cases", "judge_agreement", "provenance"] and written["cases"] == untyped["cases"]
+    assert list(written) == ["run", "cases", "judge_agreement", "judging", "provenance", "sequential"]
+    assert written["cases"] == untyped["cases"]
     assert CasesSummary.model_validate({"cases": written["cases"]}) == typed
     assert CasesSummarizer().render_markdown(written) == CasesSummarizer().render_markdown(untyped)
 

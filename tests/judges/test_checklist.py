@@ -99,11 +99,15 @@ def test_checklist_follows_what_the_response_applies(tmp_path: Path) -> None:
             }
 
 
-def test_invalid_judge_output_is_an_error_record(tmp_path: Path) -> None:
-    """A judge that never returns JSON is retried, then the episode is a JudgeError — never a 0."""
+def test_invalid_judge_output_leaves_the_reply_unjudged(tmp_path: Path) -> None:
+    """A judge that never returns JSON is retried, then the reply is unjudged (with the reason) — never a 0."""
     run = _run(tmp_path, "design.tasks=[open]", "items.0.limit=1", "models.judge.0.params.invalid_rate=1")
     records = list(run.iter_records())
-    assert records and all(r.status == "error" and r.error and r.error.type == "JudgeError" for r in records)
+    assert records and all(r.status == "ok" for r in records)
+    judged = [j for r in records for j in r.judgments if j.judge == "case_checklist"]
+    assert judged and all(
+        j.metric == "unjudged" and j.value is None and "invalid output" in (j.rationale or "") for j in judged
+    )
 
 
 def test_deescalation_follows_the_student(tmp_path: Path) -> None:

@@ -37,7 +37,14 @@ def test_the_summary_types_without_changing_a_key(run: RunDir, written: dict[str
     untyped = orjson.loads(orjson.dumps(CrescendoSummarizer().results(records, manifest)))
     typed = CrescendoSummarizer().summarize(records, manifest)
     assert orjson.dumps(typed.model_dump(mode="json")) == orjson.dumps(untyped)  # same keys, same order
-    assert list(written) == ["run", *CrescendoSummary.model_fields, "judge_agreement", "provenance"]
+    assert list(written) == [
+        "run",
+        *CrescendoSummary.model_fields,
+        "judge_agreement",
+        "judging",
+        "provenance",
+        "sequential",
+    ]
     assert {key: written[key] for key in untyped} == untyped
     assert CrescendoSummary.model_validate({k: written[k] for k in untyped}) == typed
     assert CrescendoSummarizer().render_markdown(written) == CrescendoSummarizer().render_markdown(untyped)

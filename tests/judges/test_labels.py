@@ -214,13 +214,13 @@ def test_failing_judge_exits_3_with_counts_and_no_empty_rows(
                  "--model", "judge={model: sim/judge, params: {invalid_rate: 1}}"])  # fmt: skip
     assert code == 3
     captured = capsys.readouterr()
-    assert "turn_quality: 32 of 32 judgments failed (JudgeError ×32, first: " in captured.out
+    assert "turn_quality: 32 of 32 judgments failed (Unjudged ×32, first: " in captured.out
     assert "No judge × dimension was measured." in captured.out and "| 0 |" not in captured.out
     assert "32 judgments failed" in captured.err
     markdown = (tmp_path / "calibration.md").read_text(encoding="utf-8")
     assert "Not measured" in markdown and "**Failed judgments**" in markdown
     result = json.loads((tmp_path / "calibration.json").read_text())
-    assert result["judges"]["turn_quality"]["errors_by_kind"]["JudgeError"]["count"] == 32
+    assert result["judges"]["turn_quality"]["errors_by_kind"]["Unjudged"]["count"] == 32
 
 
 def test_two_judge_models_report_their_agreement() -> None:
