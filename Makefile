@@ -68,4 +68,4 @@ REAL_SCENARIO ?= scenarios/crescendo.yaml
 REAL_LIMIT ?= 4
 .PHONY: real
 real: install
-	$(BIN)/python -m real --scenario $(REAL_SCENARIO) --limit $(REAL_LIMIT)
+	$(BIN)/python -m engine.cli.real --scenario $(REAL_SCENARIO) --limit $(REAL_LIMIT)

@@ -76,9 +76,7 @@ def main() -> None:
                 found = references(summary["mean_abs_r"])
                 per_run = len(found)
                 any_exceeds += any(ref["exceeds_null"] for _, ref in found)
-                planted_exceeds += any(
-                    ref["exceeds_null"] and row.get("dimension") == PLANTED[0] for row, ref in found
-                )
+                planted_exceeds += any(ref["exceeds_null"] and row.get("dimension") == PLANTED[0] for row, ref in found)
                 raw += sum(ref["p_larger"] <= 0.05 for _, ref in found)
                 resolves += sum(ref["resolves_meaningful"] for _, ref in found)
                 means += len(found)

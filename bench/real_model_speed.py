@@ -20,8 +20,8 @@ from pathlib import Path
 import structlog
 
 import engine
+from engine.cli.real._runtime import API_KEY_ENV, install, serving, tutor_spec
 from engine.runtime._rundir import RunDir
-from real.runtime import API_KEY_ENV, install, serving, tutor_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

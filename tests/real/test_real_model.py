@@ -12,8 +12,16 @@ from pathlib import Path
 import pytest
 
 import engine
+from engine.cli.real._runtime import (
+    API_KEY_ENV,
+    MODEL_NAME,
+    RealModelUnavailable,
+    Runtime,
+    install,
+    serving,
+    tutor_spec,
+)
 from engine.runtime._rundir import RunDir
-from real.runtime import API_KEY_ENV, MODEL_NAME, RealModelUnavailable, Runtime, install, serving, tutor_spec
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.real_model

@@ -1,8 +1,8 @@
 """`make real`: install the pinned model and llama.cpp, serve the model on loopback, and run a shipped scenario
 with the tutor on it (the student and the judge stay on the simulator unless `--judge-too`).
 
-    python -m real [--scenario scenarios/crescendo.yaml] [--limit 4] [--judge-too]
-    python -m real --calibrate      # `simrun calibrate` on the shipped MRBench sample, the model as the judge
+    python -m engine.cli.real [--scenario scenarios/crescendo.yaml] [--limit 4] [--judge-too]
+    python -m engine.cli.real --calibrate   # `simrun calibrate` on the MRBench sample, the model as the judge
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import argparse
 import os
 import sys
 
-from real.runtime import API_KEY_ENV, RealModelUnavailable, install, serving, tutor_spec
+from engine.cli.real._runtime import API_KEY_ENV, RealModelUnavailable, install, serving, tutor_spec
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m real", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m engine.cli.real", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="scenarios/crescendo.yaml")
     parser.add_argument("--limit", type=int, default=4, help="episodes to run (default 4)")
     parser.add_argument("--judge-too", action="store_true", help="the judge on the model as well (one vote)")
