@@ -18,6 +18,7 @@ from .core._inputs import load_yaml_file, parse_yaml, read_input_bytes
 from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .core._registry import Registry, load_plugins
+from .core._seeds import derive_seed
 from .core._templates import check_template, render
 from .core._text import brief, content_words, mentions_answer, numbers_in, parse_json_object, word_count
 from .models._client import CallStats, ModelClient
@@ -82,7 +83,7 @@ from .runtime._runner import Runner, RunResult
 from .scenario._intake import CountedItems, Intake
 from .scenario._items import ITEM_SOURCES, Item
 from .scenario._load import apply_overrides
-from .scenario._plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
+from .scenario._plan import DESIGNS, Design, Episode, load_items, make_design, plan_episodes
 from .scenario._spec import (
     DesignSpec,
     ExecutorSpec,
