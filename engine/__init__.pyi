@@ -110,7 +110,7 @@ from .stats._paired import (
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
-from .tools._run import RunHandle, open_run, run, run_sync
+from .tools._run import RunHandle, RunOptions, open_run, run, run_sync
 from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
 from .tools.loadtest._records import RequestRecord
 from .tools.loadtest._run import LoadResult, rebuild_summary, run_load
@@ -202,6 +202,7 @@ __all__ = [
     "RequestContext",
     "RequestRecord",
     "RunHandle",
+    "RunOptions",
     "RunResult",
     "Runner",
     "SIMRUN_ADDITION",
