@@ -18,6 +18,7 @@ from .core._inputs import load_yaml_file, parse_yaml, read_input_bytes
 from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
 from .core._registry import Registry, load_plugins
+from .core._seeds import derive_seed
 from .core._templates import check_template, render
 from .core._text import brief, content_words, mentions_answer, numbers_in, parse_json_object, word_count
 from .models._client import CallStats, ModelClient
@@ -82,7 +83,7 @@ from .runtime._runner import Runner, RunResult
 from .scenario._intake import CountedItems, Intake
 from .scenario._items import ITEM_SOURCES, Item
 from .scenario._load import apply_overrides
-from .scenario._plan import DESIGNS, Design, Episode, derive_seed, load_items, make_design, plan_episodes
+from .scenario._plan import DESIGNS, Design, Episode, load_items, make_design, plan_episodes
 from .scenario._spec import (
     DesignSpec,
     ExecutorSpec,
@@ -109,7 +110,7 @@ from .stats._paired import (
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
-from .tools._run import RunHandle, open_run, run, run_sync
+from .tools._run import RunHandle, RunOptions, open_run, run, run_sync
 from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
 from .tools.loadtest._records import RequestRecord
 from .tools.loadtest._run import LoadResult, rebuild_summary, run_load
@@ -201,6 +202,7 @@ __all__ = [
     "RequestContext",
     "RequestRecord",
     "RunHandle",
+    "RunOptions",
     "RunResult",
     "Runner",
     "SIMRUN_ADDITION",

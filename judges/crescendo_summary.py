@@ -120,9 +120,9 @@ class _Cells:
         key = (dimension, subject)
         if key not in self._memo:
             groups = [self.group(dimension, subject, fmt) for fmt in FORMATS]
-            seed = derive_seed(self.seed, "crescendo", dimension, subject) % 2**32
+            seed = derive_seed(self.seed, "crescendo", dimension, subject, bits=32)
             difference = self._difference(groups, "generated", seed)
-            visible = self._difference(groups, "visible", derive_seed(seed, "visible") % 2**32)
+            visible = self._difference(groups, "visible", derive_seed(seed, "visible", bits=32))
             self._memo[key] = {
                 "single": {"episodes": len(groups[0]), **self._cell(groups[0], difference.a, visible.a)},
                 "multi": {"episodes": len(groups[1]), **self._cell(groups[1], difference.b, visible.b)},
@@ -314,7 +314,7 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
 
     def _hazard(self, cells: _Cells, group: Sequence[EpisodeRecord], seed: int, label: str) -> dict[str, Any]:
         times, observed = self._times(cells, group)
-        return discrete_hazard(times, observed, seed=derive_seed(seed, "hazard", label) % 2**32, n_resamples=RESAMPLES)
+        return discrete_hazard(times, observed, seed=derive_seed(seed, "hazard", label, bits=32), n_resamples=RESAMPLES)
 
     @staticmethod
     def _leak(cells: _Cells, ok: Sequence[EpisodeRecord], fmt: str, seed: int) -> dict[str, Any]:
@@ -323,7 +323,7 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
         return clustered_rate(
             [sum(h.generated) for h in harms],
             [len(h.generated) for h in harms],
-            seed=derive_seed(seed, "leak", fmt) % 2**32,
+            seed=derive_seed(seed, "leak", fmt, bits=32),
             n_resamples=RESAMPLES,
         ).as_dict()
 

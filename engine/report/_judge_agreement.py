@@ -12,9 +12,9 @@ from typing import Any
 from markupsafe import Markup
 
 from engine.core._records import EpisodeRecord
+from engine.core._seeds import derive_seed
 from engine.report._blocks import SIMRUN_ADDITION
 from engine.report._svg import paragraph, section, table
-from engine.scenario._plan import derive_seed
 from engine.stats._agreement import judge_agreement, spec_labels, voted_units
 
 __all__ = ("judge_agreement_html", "judge_agreement_markdown", "run_judge_agreement")
@@ -37,7 +37,7 @@ def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str,
         ((record.id, judgment) for record in records if record.status == "ok" for judgment in record.judgments),
         len(labels),
     )
-    return judge_agreement(units, labels, seed=derive_seed(manifest.get("seed") or 0, "judge_agreement") % 2**32)
+    return judge_agreement(units, labels, seed=derive_seed(manifest.get("seed") or 0, "judge_agreement", bits=32))
 
 
 def _value(cell: Mapping[str, Any]) -> str:

@@ -93,13 +93,14 @@ def load_checked(
 def build_scenario(
     data: Mapping[str, Any],
     *,
-    base_dir: Path | None = None,
+    base_dir: Path | str | None = None,
     source: str = "<scenario>",
     tree: yaml.Node | None = None,
     check_credentials: bool = True,
 ) -> Scenario:
     """Validate plain data (from YAML or code) into a checked `Scenario`."""
-    scenario = validate_scenario(data, base_dir=base_dir, source=source, tree=tree)
+    base = Path(base_dir) if base_dir is not None else None
+    scenario = validate_scenario(data, base_dir=base, source=source, tree=tree)
     check_scenario(scenario, source=source, tree=tree, check_credentials=check_credentials)
     return scenario
 

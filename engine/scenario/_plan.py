@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import math
 import random
@@ -14,6 +13,7 @@ from typing import Any, Protocol
 from engine.core._errors import ScenarioError
 from engine.core._inputs import check_input_path
 from engine.core._registry import Registry, options_model
+from engine.core._seeds import derive_seed
 from engine.scenario._data import item_path
 from engine.scenario._intake import CountedItems, Intake
 from engine.scenario._items import ITEM_SOURCES, Item
@@ -23,7 +23,6 @@ __all__ = (
     "DESIGNS",
     "Design",
     "Episode",
-    "derive_seed",
     "load_counted_items",
     "interleave_tutors",
     "load_items",
@@ -31,12 +30,6 @@ __all__ = (
     "plan_designed",
     "plan_episodes",
 )
-
-
-def derive_seed(*parts: object) -> int:
-    """A 63-bit seed from any parts; the same parts always give the same seed, on any machine."""
-    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.core._lazy import lazy_module
-from engine.scenario._plan import derive_seed
+from engine.core._seeds import derive_seed
 from engine.stats._families import adjust_p, correct_family
 from engine.stats._paired import MIN_PAIRS, difference_contrast
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.core._lazy import lazy_module
-from engine.scenario._plan import derive_seed
+from engine.core._seeds import derive_seed
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,11 +19,12 @@ from pydantic import ValidationError
 
 from engine.core._errors import BadModelOutput, JudgeError, ProviderError, ScenarioError
 from engine.core._records import Judgment
+from engine.core._seeds import derive_seed
 from engine.models._client import CallStats, ModelClient
 from engine.models._endpoints import open_endpoints
 from engine.models._provider import PROVIDERS
 from engine.runtime._plugins import JUDGES, EpisodeContext, Judge, Utterance, options_model
-from engine.scenario._plan import Episode, derive_seed
+from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec, Scenario
 from engine.stats._agreement import spec_labels
 from engine.tools._calibrate_labels import CalibrationResult, Example, LabelSet

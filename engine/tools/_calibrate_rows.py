@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.core._records import Judgment
-from engine.scenario._plan import derive_seed
+from engine.core._seeds import derive_seed
 from engine.stats._agreement import agreement, agreement_intervals, judge_agreement, label_shares, voted_units
 from engine.tools._calibrate_labels import Dimension, LabelMap, LabelSet, Reader
 
@@ -55,7 +55,7 @@ def judge_entry(
         "dimensions": rows,
         "judge_agreement": None
         if not models or len(labels) < 2
-        else judge_agreement(voted_units(judged, len(labels)), labels, seed=derive_seed(seed, "judges") % 2**32),
+        else judge_agreement(voted_units(judged, len(labels)), labels, seed=derive_seed(seed, "judges", bits=32)),
     }
 
 
@@ -114,7 +114,7 @@ def dimension_row(
         dimension.labels,
         [clusters[i] for i in both],
         ordinal=dimension.ordinal,
-        seed=derive_seed(seed, dimension.name) % 2**32,
+        seed=derive_seed(seed, dimension.name, bits=32),
     )
     described = reader.describe() if isinstance(reader, LabelMap) else None
     row: dict[str, Any] = {
@@ -137,7 +137,7 @@ def dimension_row(
             order,
             [clusters[i] for i in both],
             ordinal=False,
-            seed=derive_seed(seed, dimension.name, "lenient") % 2**32,
+            seed=derive_seed(seed, dimension.name, "lenient", bits=32),
         )
         row["lenient"] = _interval_fields(lenient.as_dict(), lenient_intervals)
     return row

@@ -18,11 +18,11 @@ from typing import Any
 from engine.core._errors import ScenarioError
 from engine.core._format import nanmean
 from engine.core._records import EpisodeRecord
+from engine.core._seeds import derive_seed
 from engine.report._sections import EpisodeScores, EpisodeVerdict, default_scores, default_verdict
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import RunDir
-from engine.scenario._plan import derive_seed
 from engine.scenario._spec import measured
 from engine.stats._families import contrast_rows, correct_family
 

@@ -6,33 +6,57 @@ import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TypedDict, Unpack
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from engine.core._records import EpisodeRecord
+from engine.models._breaker import BreakerPolicy, ErrorLimit
 from engine.report._rebuild import write_report
 from engine.runtime._build import BuiltScenario
-from engine.runtime._runner import EpisodeCallback, Runner, RunResult
+from engine.runtime._plugins import Agent
+from engine.runtime._runner import EpisodeCallback, Runner, RunResult, TurnCallback
+from engine.scenario._budget import Budget
 from engine.scenario._spec import Scenario
 
-__all__ = ("RunHandle", "open_run", "run", "run_sync")
+__all__ = ("RunHandle", "RunOptions", "open_run", "run", "run_sync")
 
 
-async def _runner(scenario: Scenario | BuiltScenario, **options: Any) -> Runner:
+class RunOptions(TypedDict, total=False):
+    """The keyword options of `run`, `run_sync` and `open_run`, typed once so mypy checks every caller.
+
+    They are `Runner`'s keywords (its docstring says what each does) except `report`, which the library fixes to the
+    run directory's report; a test keeps the two lists equal."""
+
+    out: Path | str | None
+    resume: Path | str | None
+    tutor: Agent | None
+    on_episode: EpisodeCallback | None
+    on_turn: TurnCallback | None
+    grace_s: float
+    cache: Path | str | bool | None
+    budget: Budget | None
+    retry_errors: bool
+    probe: bool
+    max_errors: ErrorLimit | None
+    breaker: BreakerPolicy | None
+
+
+async def _runner(scenario: Scenario | BuiltScenario, **options: Unpack[RunOptions]) -> Runner:
     # Building reads item files and a resumed run's records: keep that file I/O off the event loop.
     runner = Runner(scenario, report=write_report, **options)
     await runner.open()
     return runner
 
 
-async def run(scenario: Scenario | BuiltScenario, **options: Any) -> RunResult:
+async def run(scenario: Scenario | BuiltScenario, **options: Unpack[RunOptions]) -> RunResult:
     """Run a scenario to completion inside the caller's event loop (see `Runner` for the options)."""
     return await (await _runner(scenario, **options)).run()
 
 
-def run_sync(scenario: Scenario | BuiltScenario, **options: Any) -> RunResult:
+def run_sync(scenario: Scenario | BuiltScenario, **options: Unpack[RunOptions]) -> RunResult:
     """Run a scenario from synchronous code, in a fresh asyncio event loop."""
     return anyio.run(lambda: run(scenario, **options), backend="asyncio")
 
@@ -47,7 +71,7 @@ class RunHandle:
 
 
 @asynccontextmanager
-async def open_run(scenario: Scenario | BuiltScenario, **options: Any) -> AsyncIterator[RunHandle]:
+async def open_run(scenario: Scenario | BuiltScenario, **options: Unpack[RunOptions]) -> AsyncIterator[RunHandle]:
     """Start a run in the background of a block and stream its records::
 
         async with open_run(scenario) as handle:
@@ -63,7 +87,8 @@ async def open_run(scenario: Scenario | BuiltScenario, **options: Any) -> AsyncI
         if user_callback is not None:
             await user_callback(record)
 
-    runner = await _runner(scenario, on_episode=forward, **options)
+    options["on_episode"] = forward
+    runner = await _runner(scenario, **options)
     handle = RunHandle(runner, receive)
 
     async def drive() -> None:

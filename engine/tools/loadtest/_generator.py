@@ -23,6 +23,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from engine.core._errors import ProviderError
+from engine.core._seeds import derive_seed
 from engine.models._endpoints import open_model
 from engine.models._provider import ChatRequest, RequestContext
 from engine.models._retry import classify, retry_delay
@@ -226,7 +227,7 @@ class Generator:
 
     def _student_turn(self, item: Item, reply: str, index: int, turn: int) -> str:
         context = RequestContext(role="student", task="persona", item=item, data={"last_tutor": reply, "turn": turn})
-        seed = hash((self.config.seed, index, turn)) & 0xFFFFFFFF
+        seed = derive_seed(self.config.seed, index, turn, bits=32)
         return self._student.reply_text(ChatRequest(messages=(), context=context, seed=seed))
 
     async def _monitor(self) -> None:
