@@ -269,6 +269,8 @@ def _damage(rng: random.Random, run: Path, ws: Workspace) -> str:
     elif how == "truncate":
         target.write_bytes(target.read_bytes()[: rng.randrange(max(target.stat().st_size, 1))])
     elif how in ("field", "swap"):
+        if (run / "manifest.json").is_symlink() or not (run / "manifest.json").is_file():
+            return f"{how} manifest.json (skipped: not a file)"  # reading a FIFO here would hang the fuzz itself
         try:
             manifest = orjson.loads((run / "manifest.json").read_bytes())
             manifest["scenario"]["seed"] = manifest["scenario"]["seed"]
