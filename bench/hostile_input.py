@@ -6,7 +6,7 @@ keys, long lists), `--set` values, templates, and damaged run directories (FIFOs
 `/dev/zero`, folders, loops, wrong manifest fields, a swapped scenario) under `report`, `compare`, `--resume`,
 `runs` and `view`. Every case runs in this process through `engine.cli._main.main`, with an alarm that turns a
 hang into a count; a sentinel file outside the directories under test must stay unchanged.
-Run: `python bench/hostile_input.py [cases-per-class]` (tests/engine/test_fuzz_hostile.py runs a few of each).
+Run: `python bench/hostile_input.py [cases-per-class [class]]` (tests/engine/test_fuzz_hostile.py runs a few of each).
 """
 
 from __future__ import annotations
@@ -249,6 +249,8 @@ def _damage(rng: random.Random, run: Path, ws: Workspace) -> str:
     how = rng.choice(["fifo", "dev-zero", "directory", "loop", "link-out", "garbage", "truncate", "field", "swap"])
     target = run / name
     if how in ("fifo", "dev-zero", "directory", "loop", "link-out"):
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
         with contextlib.suppress(FileNotFoundError):
             target.unlink()
         if how == "fifo":
@@ -269,6 +271,8 @@ def _damage(rng: random.Random, run: Path, ws: Workspace) -> str:
     elif how == "truncate":
         target.write_bytes(target.read_bytes()[: rng.randrange(max(target.stat().st_size, 1))])
     elif how in ("field", "swap"):
+        if (run / "manifest.json").is_symlink() or not (run / "manifest.json").is_file():
+            return f"{how} manifest.json (skipped: not a file)"  # reading a FIFO here would hang the fuzz itself
         try:
             manifest = orjson.loads((run / "manifest.json").read_bytes())
             manifest["scenario"]["seed"] = manifest["scenario"]["seed"]
@@ -366,6 +370,7 @@ def issue_cases(ws: Workspace) -> dict[str, Case]:
 
 def main() -> None:
     per_class = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    chosen = sys.argv[2] if len(sys.argv) > 2 else ""  # only the classes whose name contains it
     rng = random.Random(20261202)
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(Path(tmp))
@@ -373,6 +378,8 @@ def main() -> None:
         print(f"{'class':<30} {'tried':>6} {'exit 2':>7} {'exit 0':>7} {'traceback':>9} {'hang':>5} ", end="")
         print(f"{'>5 s':>5} {'max s':>6} {'peak MB':>7} {'outside':>7}")
         for name, make in CLASSES.items():
+            if chosen not in name:
+                continue
             tally = Tally()
             for _ in range(per_class):
                 case = make(rng, ws)

@@ -316,7 +316,11 @@ def _connect_executor(built: BuiltScenario) -> None:
     """Join the Ray cluster before the run directory exists, so a missing extra (exit 2) leaves nothing behind."""
     if built.scenario.executor.name == "ray":
         from engine.runtime._ray import connect
+        from engine.runtime._ray_leftovers import stop_leftovers
 
+        if built.scenario.executor.address is None:
+            for line in stop_leftovers():
+                click.echo(f"warning: {line}", err=True)
         connect(built.scenario.executor.address)
 
 

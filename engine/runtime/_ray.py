@@ -32,6 +32,7 @@ from engine.models._endpoints import EndpointKey, endpoint_key, endpoint_limits,
 from engine.models._ray_budget import EndpointBudget, LeasedThrottle, endpoint_label
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario
+from engine.runtime._ray_leftovers import note_driver, stop_leftovers
 from engine.runtime._runner import Runner
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec
@@ -60,6 +61,9 @@ def connect(address: str | None) -> bool:
     ray = require_ray()
     if ray.is_initialized():
         return False
+    if address is None:
+        for line in stop_leftovers():
+            structlog.get_logger("simrun").warning("ray.leftovers_stopped", detail=line)
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning")
     except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -69,6 +73,8 @@ def connect(address: str | None) -> bool:
         _shut_down(ray)
         where = f"the Ray cluster at {address!r}" if address else "a local Ray cluster"
         raise ScenarioError(f"cannot start {where}: {type(exc).__name__}: {exc}") from None
+    if address is None:
+        note_driver()  # a SIGKILL now leaves Ray's agents running: the next start stops them
     return True
 
 

@@ -378,6 +378,8 @@ def _check_stored_scenario(path: Path, manifest: dict[str, Any]) -> None:
         found = stored_hash(scenario)
     except (TypeError, ValueError, AttributeError, orjson.JSONEncodeError):
         found = None
+    if "stored_scenario_hash" not in manifest and "[redacted]" in str(scenario):
+        return  # written before the stored form had its own hash: a redacted scenario cannot be re-hashed
     if found not in (wanted, manifest.get("stored_scenario_hash")):
         raise ScenarioError(f"{path}: damaged manifest: the stored scenario does not match scenario_hash")
 

@@ -18,6 +18,7 @@ import yaml
 import engine
 from engine.cli._main import main
 from engine.core._errors import ScenarioError
+from engine.runtime._rundir import stored_hash
 from engine.tools._view import serve_report
 from tests.helpers import make_scenario, scenario_data, write_bank
 
@@ -160,3 +161,18 @@ def test_view_answers_every_request_with_a_status(copied: Path) -> None:
         (copied / "report.html").unlink()
         (copied / "report.html").symlink_to("/dev/zero")
         assert httpx2.get(server.url, timeout=30).status_code == 500
+
+
+def test_a_redacted_scenario_verifies_by_its_stored_hash(copied: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stored scenario with a secret redacted cannot match `scenario_hash`; `stored_scenario_hash` vouches
+    for it, and a manifest written before that field existed is not refused for it."""
+    manifest = orjson.loads((copied / "manifest.json").read_bytes())
+    manifest["scenario"]["models"]["tutor"]["base_url"] = "http://user:[redacted]@127.0.0.1:9/v1"
+    (copied / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert "does not match scenario_hash" in _exit(["report", str(copied)], capsys)[1]
+    manifest["stored_scenario_hash"] = stored_hash(manifest["scenario"])
+    (copied / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert _exit(["report", str(copied)], capsys)[0] == 0
+    del manifest["stored_scenario_hash"]
+    (copied / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert _exit(["report", str(copied)], capsys)[0] == 0
