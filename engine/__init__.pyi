@@ -102,6 +102,7 @@ from .stats._paired import (
     detectable_r,
     difference_contrast,
     friedman_then_pairwise,
+    items_for_r,
     paired_contrast,
 )
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
@@ -243,6 +244,7 @@ __all__ = [
     "format_pct",
     "format_rate",
     "friedman_then_pairwise",
+    "items_for_r",
     "judge_agreement",
     "judge_agreement_html",
     "judge_calls",

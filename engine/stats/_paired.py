@@ -43,6 +43,7 @@ __all__ = (
     "difference_contrast",
     "friedman_then_pairwise",
     "hodges_lehmann",
+    "items_for_r",
     "paired_contrast",
     "r_interval",
     "rank_biserial",
@@ -305,6 +306,48 @@ def detectable_r(n: int, alpha: float, power: float = 0.8, *, draws: int = 1000,
         else:
             low = middle
     return min(1.0, at(high)[1])
+
+
+def items_for_r(
+    r: float,
+    alpha: float,
+    power: float = 0.8,
+    *,
+    tie_share: float = 0.0,
+    max_items: int = 1000,
+    draws: int = 500,
+    seed: int = 0,
+) -> int | None:
+    """Items per cell for the exact signed-rank test to detect |r| = `r` with `power` at two-sided `alpha`.
+
+    The smallest n whose informative pairs, n · (1 − `tie_share`), reach `detectable_r` ≤ r: a zero difference
+    carries no sign, so tied pairs (a metric's rate equal at both levels; 25–49% of pairs per metric on the
+    calibrated sim, see docs/statistics.md) only pad n. None when even `max_items` items fall short (the exact
+    null distribution grows as n³; beyond a thousand pairs the question is not one of planning).
+    """
+    if not 0 < r <= 1 or not 0 <= tie_share < 1:
+        raise ValueError("r must be in (0, 1] and tie_share in [0, 1)")
+
+    def informative(n: int) -> int:
+        return int(n * (1 - tie_share))
+
+    def enough(n: int) -> bool:
+        found = detectable_r(informative(n), alpha, power, draws=draws, seed=seed)
+        return found is not None and found <= r
+
+    high = 8
+    while not enough(high):  # doubling first: detectable_r costs about n² per call
+        if high >= max_items:
+            return None
+        high = min(2 * high, max_items)
+    low = high // 2 + 1 if high > 8 else 1
+    while low < high:
+        middle = (low + high) // 2
+        if enough(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def bootstrap_r_interval(
