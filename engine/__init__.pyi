@@ -99,12 +99,11 @@ from .stats._paired import (
     MIN_PAIRS,
     N_BOOT,
     Contrast,
-    detectable_r,
     difference_contrast,
     friedman_then_pairwise,
-    items_for_r,
     paired_contrast,
 )
+from .stats._power import detectable_r, items_for_r
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, open_run, run, run_sync

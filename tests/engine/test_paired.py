@@ -22,15 +22,14 @@ from engine.stats._paired import (
     N_BOOT,
     Contrast,
     bootstrap_r_interval,
-    detectable_r,
     difference_contrast,
     friedman_then_pairwise,
     hodges_lehmann,
-    items_for_r,
     paired_contrast,
     rank_biserial,
     signed_rank_p,
 )
+from engine.stats._power import detectable_r, items_for_r
 
 FAST = 200
 """Resamples for tests whose point is not the interval's precision."""
