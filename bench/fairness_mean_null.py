@@ -61,10 +61,15 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=2000, help="permutations per null reference")
     parser.add_argument("--scenarios", nargs="+", default=["fairness.yaml"], help="shipped fairness scenarios")
     parser.add_argument("--bias", type=float, default=0.0, help="also plant this leak bias on the immigrant level")
+    parser.add_argument("--progress", type=int, default=25, help="print the running share every this many seeds")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     started = time.perf_counter()
-    print(f"{args.seeds} seeds per arm, {args.draws} permutations per null reference, BH at 0.05 over each run's means")
+    print(
+        f"{args.seeds} seeds per arm, {args.draws} permutations per null reference, BH at 0.05 over each run's "
+        "headline means",
+        flush=True,
+    )
     for scenario_file in args.scenarios:
         prepared = prepare(scenario_file, (), None)
         for bias in (0.0, args.bias) if args.bias else (0.0,):
@@ -85,6 +90,8 @@ def main() -> None:
                 rows = [c for c in summary["contrasts"] if c["r"] is not None]
                 contrasts += len(rows)
                 meaningful += sum(bool(c["meaningful"]) for c in rows)
+                if (k + 1) % args.progress == 0 and k + 1 < args.seeds:
+                    print(f"  after {k + 1} seeds: runs marking any mean {share(any_exceeds, k + 1)}", flush=True)
             arm = "no bias" if bias == 0 else f"leak bias +{bias:g} on {PLANTED[1]}"
             print(f"\n{scenario_file}, {len(prepared.items)} items, {arm}: {per_run} means per run")
             print(f"  runs marking any mean as exceeding its null: {share(any_exceeds, args.seeds)}")

@@ -103,11 +103,11 @@ from .stats._paired import (
     MIN_PAIRS,
     N_BOOT,
     Contrast,
-    detectable_r,
     difference_contrast,
     friedman_then_pairwise,
     paired_contrast,
 )
+from .stats._power import detectable_r, items_for_r
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, RunOptions, open_run, run, run_sync
@@ -253,6 +253,7 @@ __all__ = [
     "format_pct",
     "format_rate",
     "friedman_then_pairwise",
+    "items_for_r",
     "judge_agreement",
     "judge_agreement_html",
     "judge_calls",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from engine import Episode, detectable_r
+from engine import Episode, detectable_r, items_for_r
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
@@ -14,11 +14,16 @@ from .fairness_blocks import ALL_DOMAINS
 from .fairness_text import CORRECTION_NAMES
 from .turn_quality import TURN_QUALITY_METRICS
 
-__all__ = ("PLANNING_R", "planning_lines")
+__all__ = ("PLANNING_R", "TIE_SHARE", "planning_lines")
 
 PLANNING_R = 0.3
 """A cell that cannot resolve |r| = 0.3 with 80% power is flagged before the run (a moderate gap, twice and
 three times EduFair's 0.10 mark)."""
+TIE_SHARE = 0.27
+"""Share of item pairs whose difference is 0, on the calibrated sim (mean over the nine metrics of null runs of
+the shipped explicit scenario per domain; 6% for tutor_avg_words up to 49% for tutor_turns). Measured with
+`bench/fairness_mean_null.py`'s records; docs/statistics.md says how."""
+TIE_SHARE_MAX = 0.49
 
 
 def _contrasts_per_dimension(pool: Sequence[Episode], channel: str) -> dict[str, int]:
@@ -62,6 +67,14 @@ def planning_lines(episodes: Sequence[Episode], analysis: FairnessAnalysis) -> l
         + f", {method} at q = {analysis.q:g}; 80% power for one real gap among them "
         "(exact signed-rank test, continuous differences; ties and zeros cost more):"
     ]
+    alpha_run = analysis.q if analysis.correction == "none" else analysis.q / run_family
+    sizes = [items_for_r(PLANNING_R, alpha_run, tie_share=t) for t in (0.0, TIE_SHARE, TIE_SHARE_MAX)]
+    shown_sizes = ["more than 1000" if n is None else str(n) for n in sizes]
+    lines.append(
+        f"  items per cell for |r| = {PLANNING_R} at 80% power, level {alpha_run:.2g} per contrast: "
+        f"{shown_sizes[0]} with continuous differences, {shown_sizes[1]} with {TIE_SHARE:.0%} tied pairs (the "
+        f"calibrated sim's mean), {shown_sizes[2]} with {TIE_SHARE_MAX:.0%} (its most tied metric, tutor_turns)"
+    )
     short = 0
     cache: dict[tuple[int, float], float | None] = {}
     for (domain, channel), cell in planned.items():

@@ -302,17 +302,8 @@ def _metric_agreement(
     low, high = _cluster_interval(point, coincidence, confusion, statistics_of, n_resamples, confidence, seed)
     votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
     constant = [j for j in range(len(judges)) if len(set(codes[:, j][codes[:, j] >= 0].tolist())) == 1]
-    flat = np.zeros(point.shape, dtype=bool)
-    if constant:
-        flat[0] = True
-        for p, (a, b) in enumerate(pairs):
-            flat[p + 1] = a in constant or b in constant
-        point, low, high = (np.where(flat, np.nan, x) for x in (point, low, high))
-    note = (
-        {"note": "not estimable: " + ", ".join(judges[j] for j in constant) + " never varied its vote"}
-        if constant
-        else {}
-    )
+    point, low, high = (_not_estimable(x, constant, pairs) for x in (point, low, high))
+    note = {"note": f"not estimable: {', '.join(judges[j] for j in constant)} never varied"} if constant else {}
     return {
         "metric": metric,
         "level": level,
@@ -333,6 +324,15 @@ def _metric_agreement(
         ],
         **note,
     }
+
+
+def _not_estimable(values: np.ndarray, constant: Sequence[int], pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """[alpha, kappa per pair] with NaN (reported as None) where a judge that never varied takes part: alpha,
+    and every kappa of that judge. Agreement with a constant says nothing, so it is not 1.0."""
+    if not constant:
+        return values
+    flat = np.array([True] + [a in constant or b in constant for a, b in pairs])
+    return np.where(flat, np.nan, values)
 
 
 def _cluster_interval(

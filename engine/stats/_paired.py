@@ -39,7 +39,6 @@ __all__ = (
     "Contrast",
     "Omnibus",
     "bootstrap_r_interval",
-    "detectable_r",
     "difference_contrast",
     "friedman_then_pairwise",
     "hodges_lehmann",
@@ -267,44 +266,6 @@ def signed_rank_p(d: Sequence[float] | FloatArray) -> float:
     lower = float(distribution[: observed + 1].sum())
     upper = float(distribution[observed:].sum())
     return min(1.0, 2.0 * min(lower, upper))
-
-
-def detectable_r(n: int, alpha: float, power: float = 0.8, *, draws: int = 1000, seed: int = 0) -> float | None:
-    """The smallest |r| that n pairs detect with `power` at two-sided level `alpha` — a planning figure.
-
-    The rejection region is the exact signed-rank test's (no ties, no zeros); the alternative is a normal
-    location shift of continuous differences, its power and its expected r estimated from `draws` seeded
-    Monte-Carlo samples, the shift found by bisection. Ties and zero differences (frequent with per-dialogue
-    rates) cost further power, so the figure is a lower bound on what a real run needs.
-
-    Returns:
-        |r| in (0, 1], or None when even r = 1 (every difference on one side) cannot reach `alpha` with n pairs.
-    """
-    if n < 1:
-        return None
-    doubled = 2 * np.arange(1, n + 1, dtype=np.int64)
-    upper_tail = np.cumsum(_sign_flip_distribution(doubled)[::-1])[::-1]  # P(2R+ ≥ t)
-    reachable = np.nonzero(upper_tail <= alpha / 2)[0]
-    if reachable.size == 0:
-        return None
-    critical = int(reachable[0])
-    total = n * (n + 1)  # 2·(R+ + R−)
-    noise = np.random.default_rng(seed).standard_normal((draws, n))
-
-    def at(shift: float) -> tuple[float, float]:
-        d = noise + shift
-        twice_positive = 2 * np.sum(np.where(d > 0, stats.rankdata(np.abs(d), axis=1), 0.0), axis=1)
-        rejected = (twice_positive >= critical) | (total - twice_positive >= critical)
-        return float(np.mean(rejected)), float(np.mean(2 * twice_positive / total - 1))
-
-    low, high = 0.0, 8.0
-    for _ in range(14):
-        middle = (low + high) / 2
-        if at(middle)[0] >= power:
-            high = middle
-        else:
-            low = middle
-    return min(1.0, at(high)[1])
 
 
 def bootstrap_r_interval(

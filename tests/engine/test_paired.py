@@ -22,7 +22,6 @@ from engine.stats._paired import (
     N_BOOT,
     Contrast,
     bootstrap_r_interval,
-    detectable_r,
     difference_contrast,
     friedman_then_pairwise,
     hodges_lehmann,
@@ -30,6 +29,7 @@ from engine.stats._paired import (
     rank_biserial,
     signed_rank_p,
 )
+from engine.stats._power import detectable_r, items_for_r
 
 FAST = 200
 """Resamples for tests whose point is not the interval's precision."""
@@ -612,3 +612,33 @@ def test_correct_family_marks_findings_by_scipys_benjamini_hochberg() -> None:
     assert [row["p_family"] for row in rows[: len(ps)]] == pytest.approx(list(expected))
     assert [row["violation"] for row in rows] == [bool(q <= 0.05) for q in expected] + [False, False]
     assert sum(bool(row["violation"]) for row in rows) == 2  # 0.039 alone would pass, not after the correction
+
+
+def test_items_for_r_is_the_smallest_n_that_detects_r() -> None:
+    """Against detectable_r itself at n and n − 1, and tied pairs only padding n (n · (1 − t) informative)."""
+    n = items_for_r(0.5, 0.05, draws=300)
+    assert n is not None
+    assert detectable_r(n, 0.05, draws=300) <= 0.5 < detectable_r(n - 1, 0.05, draws=300)  # type: ignore[operator]
+    tied = items_for_r(0.5, 0.05, tie_share=0.25, draws=300)
+    assert tied is not None and int(tied * 0.75) >= n > int((tied - 1) * 0.75)
+    assert items_for_r(0.01, 0.05, max_items=64, draws=100) is None
+
+
+def test_items_for_r_power_holds_under_scipy_exact_wilcoxon() -> None:
+    """Independent check: at the planned n, continuous differences shifted so that scipy's exact signed-rank
+    test rejects at α = 0.05 in ≥ 80% of samples give a mean r near the target (within Monte-Carlo error)."""
+    n = items_for_r(0.5, 0.05, draws=400)
+    assert n is not None
+    rng = np.random.default_rng(2)
+    noise = rng.standard_normal((400, n))
+
+    def power_and_r(shift: float) -> tuple[float, float]:
+        d = noise + shift
+        p = np.array([stats.wilcoxon(row, method="exact").pvalue for row in d])
+        return float(np.mean(p <= 0.05)), float(np.mean([rank_biserial(row) for row in d]))
+
+    low, high = 0.0, 2.0
+    for _ in range(12):
+        middle = (low + high) / 2
+        low, high = (low, middle) if power_and_r(middle)[0] >= 0.8 else (middle, high)
+    assert power_and_r(high)[1] == pytest.approx(0.5, abs=0.06)

@@ -19,7 +19,8 @@ from scipy import stats
 from engine import derive_seed, load_items, load_scenario, plan_episodes
 from engine.cli._main import main
 from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
-from engine.stats._paired import bootstrap_r_interval, detectable_r, friedman_then_pairwise, paired_contrast
+from engine.stats._paired import bootstrap_r_interval, friedman_then_pairwise, paired_contrast
+from engine.stats._power import detectable_r
 from judges.conversation_stats import CONVERSATION_STATS
 from judges.fairness_mismatch import mismatch_contrasts
 from judges.fairness_summary import FairnessSummarizer, dialogue_scores
