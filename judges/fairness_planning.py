@@ -54,8 +54,11 @@ def _planned(episodes: Sequence[Episode]) -> dict[tuple[str, str], dict[str, int
     return planned
 
 
-def planning_lines(episodes: Sequence[Episode], analysis: FairnessAnalysis) -> list[str]:
-    """The planning note: the family a plan will test, and per cell its pairs and detectable |r|."""
+def planning_lines(
+    episodes: Sequence[Episode], analysis: FairnessAnalysis, *, power_r: float | None = None
+) -> list[str]:
+    """The planning note: the family a plan will test, per cell its pairs and detectable |r|, and with `power_r`
+    the items per cell that detect |r| = power_r (seconds of search, so only when asked)."""
     planned = _planned(episodes)
     if not planned:
         return []
@@ -68,13 +71,14 @@ def planning_lines(episodes: Sequence[Episode], analysis: FairnessAnalysis) -> l
         "(exact signed-rank test, continuous differences; ties and zeros cost more):"
     ]
     alpha_run = analysis.q if analysis.correction == "none" else analysis.q / run_family
-    sizes = [items_for_r(PLANNING_R, alpha_run, tie_share=t) for t in (0.0, TIE_SHARE, TIE_SHARE_MAX)]
-    shown_sizes = ["more than 1000" if n is None else str(n) for n in sizes]
-    lines.append(
-        f"  items per cell for |r| = {PLANNING_R} at 80% power, level {alpha_run:.2g} per contrast: "
-        f"{shown_sizes[0]} with continuous differences, {shown_sizes[1]} with {TIE_SHARE:.0%} tied pairs (the "
-        f"calibrated sim's mean), {shown_sizes[2]} with {TIE_SHARE_MAX:.0%} (its most tied metric, tutor_turns)"
-    )
+    if power_r is not None:
+        sizes = [items_for_r(power_r, alpha_run, tie_share=t) for t in (0.0, TIE_SHARE, TIE_SHARE_MAX)]
+        shown_sizes = ["more than 1000" if n is None else str(n) for n in sizes]
+        lines.append(
+            f"  items per cell for |r| = {power_r:g} at 80% power, level {alpha_run:.2g} per contrast: "
+            f"{shown_sizes[0]} with continuous differences, {shown_sizes[1]} with {TIE_SHARE:.0%} tied pairs (the "
+            f"calibrated sim's mean), {shown_sizes[2]} with {TIE_SHARE_MAX:.0%} (its most tied metric, tutor_turns)"
+        )
     short = 0
     cache: dict[tuple[int, float], float | None] = {}
     for (domain, channel), cell in planned.items():

@@ -229,12 +229,15 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
     def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
         return dialogue_scores(record)
 
-    def plan_notes(self, scenario: Scenario, episodes: Sequence[Episode], /) -> list[str]:
+    def plan_notes(
+        self, scenario: Scenario, episodes: Sequence[Episode], /, *, power_r: float | None = None
+    ) -> list[str]:
         """Per cell, its item pairs and the smallest |r| it detects with 80% power under the declared correction
-        (`simrun validate` and `--dry-run` print these before anything is spent)."""
+        (`simrun validate` and `--dry-run` print these before anything is spent); with `power_r`, the items per
+        cell that |r| = power_r needs."""
         design = scenario.design.options if scenario.design is not None else {}
         analysis = FairnessAnalysis.model_validate(design.get("analysis") or {})
-        return planning_lines(episodes, analysis)
+        return planning_lines(episodes, analysis, power_r=power_r)
 
 
 SUMMARIZERS.add("fairness", FairnessSummarizer())

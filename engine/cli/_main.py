@@ -435,7 +435,12 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
 
 
 def _print_plan(
-    built: BuiltScenario, *, estimate: bool, budget: Budget | None = None, effects: tuple[str, ...] = ()
+    built: BuiltScenario,
+    *,
+    estimate: bool,
+    budget: Budget | None = None,
+    effects: tuple[str, ...] = (),
+    power_r: float | None = None,
 ) -> None:
     spec, episodes = built.scenario, built.episodes
     console = Console(soft_wrap=True)
@@ -449,7 +454,7 @@ def _print_plan(
         f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
         f"{spec.replicates} replicate(s)" + (f" × {len(labels)} tutors" if (labels := spec.models.tutor_labels) else "")
     )
-    for note in planning_notes(spec, episodes):
+    for note in planning_notes(spec, episodes, power_r=power_r):
         console.print(Text(note))
     if not estimate:
         return
@@ -499,12 +504,25 @@ def _print_plan(
 @_set_opt
 @_max_episodes_opt
 @_data_dir_opt
+@click.option(
+    "--power",
+    "power_r",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    metavar="R",
+    help="Also answer how many items per cell detect |r| = R at 80% power under the declared correction (slow).",
+)
 def validate(
-    scenario: Path, models: tuple[str, ...], overrides: tuple[str, ...], max_episodes: int | None, data_dir: Path | None
+    scenario: Path,
+    models: tuple[str, ...],
+    overrides: tuple[str, ...],
+    max_episodes: int | None,
+    data_dir: Path | None,
+    power_r: float | None,
 ) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
     built = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes, data_dir=data_dir)
-    _print_plan(built, estimate=False)
+    _print_plan(built, estimate=False, power_r=power_r)
     Console().print("[green]valid[/]")
     return 0
 

@@ -131,12 +131,13 @@ class Summarizer(Protocol):
         ...
 
 
-def planning_notes(scenario: Scenario, episodes: Sequence[Episode]) -> list[str]:
+def planning_notes(scenario: Scenario, episodes: Sequence[Episode], *, power_r: float | None = None) -> list[str]:
     """What the kind's summariser can say about a plan before anything is spent (`simrun validate`,
     `--dry-run`): e.g. how small an effect each cell can detect. A summariser opts in with a
-    `plan_notes(scenario, episodes) -> list[str]` method; kinds without one say nothing."""
+    `plan_notes(scenario, episodes, power_r=None) -> list[str]` method; kinds without one say nothing. `power_r`
+    (`simrun validate --power R`) asks also for the items per cell that detect |r| = R, a slower search."""
     hook = getattr(SUMMARIZERS.get(scenario.kind), "plan_notes", None)
-    return list(hook(scenario, episodes)) if callable(hook) else []
+    return list(hook(scenario, episodes, power_r=power_r)) if callable(hook) else []
 
 
 class InputMemo:
