@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.core._format import format_pct
 from engine.core._records import EpisodeRecord
+from engine.report._blocks import SIMRUN_ADDITION
 from engine.runtime._plugins import JUDGE_OUTPUTS, UNJUDGED
 
 __all__ = ("all_simulated", "judging_line", "judging_markdown", "judging_summary", "played_by_line", "sim_judge_note")
@@ -62,7 +63,8 @@ def judging_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
 def judging_markdown(block: Mapping[str, Any] | None) -> str:
     if not block or not (block.get("judges") or block.get("parse_failures")):
         return ""
-    lines = ["## Judging", "", "| judge | judged | unjudged |", "|---|---:|---:|"]
+    lines = ["## Judging", "", f"*Provenance: {SIMRUN_ADDITION} (replies each judge left unjudged)*", ""]
+    lines += ["| judge | judged | unjudged |", "|---|---:|---:|"]
     lines += [f"| {name} | {row['judged']} | {row['unjudged']} |" for name, row in block["judges"].items()]
     lines += ["", "Rates count judged replies only; an unjudged reply's judge never gave a valid verdict."]
     if block.get("parse_failures"):

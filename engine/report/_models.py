@@ -19,11 +19,23 @@ from rich.console import RenderableType
 
 from engine.core._records import EpisodeRecord
 from engine.core._text import word_count
-from engine.report._blocks import Block, Forest, ForestPanel, Heatmap, Interval, Note, Section, Table
+from engine.report._blocks import (
+    SIMRUN_ADDITION,
+    Block,
+    Forest,
+    ForestPanel,
+    Heatmap,
+    Interval,
+    Note,
+    Section,
+    Table,
+    provenance_of,
+)
 from engine.report._console import console_blocks
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
 from engine.report._sections import EpisodeScores, EpisodeVerdict, default_scores, default_verdict
+from engine.report._summarizer import with_protocol
 from engine.stats._families import format_p
 from engine.stats._models import Headline, ModelScores, compare_models
 
@@ -305,6 +317,13 @@ def _keyed(block: Any, label: str) -> Any:
     return replace(block, **changes) if changes else block
 
 
+_COMPARED = (
+    "the papers' one row per model, compared: the rank intervals, omnibus and paired tests and cell counts are "
+    + SIMRUN_ADDITION
+)
+_OWN = "this tutor's own tables, each section naming the paper's table it reproduces"
+
+
 class ModelsView:
     """The kind's summariser seen through a study of several tutors: the comparison first, then each tutor's
     own tables; episode verdicts and scores stay the kind's."""
@@ -329,6 +348,7 @@ class ModelsView:
                 Section("Cell by cell", (_cells_table(comparison),), key="model-cells"),
             ),
             key="models",
+            provenance=_COMPARED,
         )
         return [compared, *(self._tutor(summary, label) for label in models["labels"])]
 
@@ -337,14 +357,18 @@ class ModelsView:
         heading = Note(f"── tutor {label} ──", console=True)
         if hasattr(self.kind, "blocks") and hasattr(self.kind, "read"):
             own_blocks = (_keyed(block, label) for block in self.kind.blocks(self.kind.read(own)))
-            return Section(f"Tutor {label}", (heading, *own_blocks), key=f"tutor-{label}")
-        return Section(f"Tutor {label}", (heading, Note(self.kind.render_markdown(own))), key=f"tutor-{label}")
+            return Section(f"Tutor {label}", (heading, *own_blocks), key=f"tutor-{label}", provenance=_OWN)
+        own_text = Note(self.kind.render_markdown(own))
+        return Section(f"Tutor {label}", (heading, own_text), key=f"tutor-{label}", provenance=_OWN)
+
+    def provenance(self, summary: Mapping[str, Any], /) -> list[dict[str, str]]:
+        return provenance_of(self.blocks(summary))
 
     def render_markdown(self, summary: Mapping[str, Any], /) -> str:
         return markdown_blocks(self.blocks(summary))
 
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
-        return console_blocks(self.blocks(summary))
+        return with_protocol(summary, console_blocks(self.blocks(summary)))
 
     def render_html(self, summary: Mapping[str, Any], /) -> Markup:
         return html_blocks(self.blocks(summary))

@@ -84,14 +84,16 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
     summary.setdefault("judging", judging_summary(records))
-    labels = getattr(summarizer, "provenance", None)
-    if callable(labels):
-        summary["provenance"] = labels(found)
+    view = view_for(summary, summarizer)
+    if view is not summarizer:
+        summary["provenance"] = view.provenance(summary)
+    elif callable(provenance := getattr(summarizer, "provenance", None)):
+        summary["provenance"] = provenance(found)
     summary["sequential"] = sequential = manifest.get("sequential") or {"design": "fixed-sample"}
     if sequential["design"] == "sequential":  # what it spent differs between a resumed and a clean run: run info
         summary["run"]["saved"] = savings(sequential, manifest)
     run.write_json(SUMMARY, summary)
-    summarizer = view_for(summary, summarizer)
+    summarizer = view
     markdown = (
         summarizer.render_markdown(summary)
         + judge_agreement_markdown(summary["judge_agreement"])

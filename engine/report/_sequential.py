@@ -11,6 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from engine.report._blocks import SIMRUN_ADDITION
 from engine.report._svg import Cell, new_figure, plot, section, table
 from engine.report._svg_draw import Axes, Box, Scale, fit
 from engine.scenario._budget import format_usd
@@ -55,6 +56,8 @@ def sequential_markdown(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str
     lines = [
         "",
         "## Sequential stopping",
+        "",
+        f"*Provenance: {SIMRUN_ADDITION} (anytime-valid stopping; the papers ran fixed samples)*",
         "",
         f"- {_headline(seq, saved)}",
         f"- intervals: anytime-valid confidence sequences at {seq['interval_level']:.2%} each "

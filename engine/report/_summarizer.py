@@ -18,7 +18,7 @@ from engine.report._console import console_blocks
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
 
-__all__ = ("BlockSummarizer",)
+__all__ = ("BlockSummarizer", "with_protocol")
 
 SummaryT = TypeVar("SummaryT", bound=BaseModel)
 
@@ -50,12 +50,7 @@ class BlockSummarizer(ABC, Generic[SummaryT]):
         return markdown_blocks(self.blocks(self.read(summary)))
 
     def render_console(self, summary: Mapping[str, Any], /) -> RenderableType:
-        shown = console_blocks(self.blocks(self.read(summary)))
-        run = summary.get("run") or {}
-        protocol, source = run.get("protocol") or "", run.get("scenario_file") or ""
-        if not protocol:
-            return shown
-        return Group(Text(f"protocol: {protocol}" + (f" ({source})" if source else ""), style="bold"), shown)
+        return with_protocol(summary, console_blocks(self.blocks(self.read(summary))))
 
     def provenance(self, summary: SummaryT, /) -> list[dict[str, str]]:
         """Each report section with what it reproduces or "simrun's addition", for summary.json."""
@@ -63,3 +58,12 @@ class BlockSummarizer(ABC, Generic[SummaryT]):
 
     def render_html(self, summary: Mapping[str, Any], /) -> Markup:
         return html_blocks(self.blocks(self.read(summary)))
+
+
+def with_protocol(summary: Mapping[str, Any], shown: RenderableType) -> RenderableType:
+    """The console's tables under the line naming the protocol (and scenario file) that produced the run."""
+    run = summary.get("run") or {}
+    protocol, source = run.get("protocol") or "", run.get("scenario_file") or ""
+    if not protocol:
+        return shown
+    return Group(Text(f"protocol: {protocol}" + (f" ({source})" if source else ""), style="bold"), shown)

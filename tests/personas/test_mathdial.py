@@ -77,7 +77,7 @@ def test_reads_problems_once_and_counts_every_skip(tmp_path: Path) -> None:
 def test_bad_files_are_scenario_errors(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="not JSON"):
         ITEM_SOURCES.get("mathdial")(_write(tmp_path / "bad.jsonl", ["{nope"]), {})
-    with pytest.raises(ScenarioError, match="cannot read MathDial file"):
+    with pytest.raises(ScenarioError, match="no such MathDial file"):
         ITEM_SOURCES.get("mathdial")(tmp_path / "absent.jsonl", {})
     with pytest.raises(ScenarioError, match="mathdial options"):
         ITEM_SOURCES.get("mathdial")(tmp_path / "bad.jsonl", {"limit": 0})
