@@ -187,17 +187,13 @@ async def test_an_outage_opens_the_breaker_and_retry_errors_recovers_the_clean_r
 
 
 async def test_max_errors_stops_the_run_at_the_bound(tmp_path: Path) -> None:
-    """Judges that never give a verdict: every episode is an error; the run stops at 2 (one episode at a time)."""
-    scenario = make_scenario(
-        tmp_path,
-        concurrency=1,
-        models={
-            "tutor": "sim/tutor",
-            "student": "sim/student",
-            "judge": [{"model": "sim/judge", "params": {"invalid_rate": 1.0}}],
-        },
-    )
-    result = await engine.run(scenario, out=tmp_path / "runs", max_errors=ErrorLimit(count=2))
+    """A tutor endpoint that refuses every call (a final 400): every episode is an error; the run stops at 2
+    (one episode at a time). An invalid verdict no longer fails an episode (the reply is unjudged)."""
+    async with FakeOpenAI(lambda body: Reply(status=400)) as fake:
+        tutor = {"model": "openai/sim-tutor", "base_url": fake.base_url, "api_key_env": KEY_ENV, "max_retries": 0}
+        models = {"tutor": tutor, "student": "sim/student", "judge": ["sim/judge"]}
+        scenario = make_scenario(tmp_path, concurrency=1, models=models)
+        result = await engine.run(scenario, out=tmp_path / "runs", max_errors=ErrorLimit(count=2), probe=False)
     assert result.exit_code == 130 and result.errors == 2 and result.ok == 0
     assert result.reason is not None and "--max-errors 2" in result.reason
     assert len(list(RunDir(result.run_dir).iter_records())) == 2
@@ -318,10 +314,10 @@ def test_view_serves_only_the_current_record_of_an_episode(tmp_path: Path) -> No
 
 async def test_max_errors_is_a_bound_with_episodes_in_flight(tmp_path: Path) -> None:
     """Many episodes at once, all failing: never more error records than the bound."""
-    judge = [{"model": "sim/judge", "params": {"invalid_rate": 1.0}}]
-    scenario = make_scenario(
-        tmp_path, concurrency=8, models={"tutor": "sim/tutor", "student": "sim/student", "judge": judge}
-    )
-    result = await engine.run(scenario, out=tmp_path / "runs", max_errors=parse_max_errors("25%"))
+    async with FakeOpenAI(lambda body: Reply(status=400)) as fake:
+        tutor = {"model": "openai/sim-tutor", "base_url": fake.base_url, "api_key_env": KEY_ENV, "max_retries": 0}
+        models = {"tutor": tutor, "student": "sim/student", "judge": ["sim/judge"]}
+        scenario = make_scenario(tmp_path, concurrency=8, models=models)
+        result = await engine.run(scenario, out=tmp_path / "runs", max_errors=parse_max_errors("25%"), probe=False)
     records = list(RunDir(result.run_dir).iter_records())
     assert result.exit_code == 130 and len(records) == result.errors == 3  # 25% of 12
