@@ -19,14 +19,13 @@ from typing import Any
 import anyio
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli._live import LiveDetail, print_end_summary, resume_hint, run_with_progress_lines
+from engine.cli._live import LiveDetail, resume_hint, run_with_progress_lines
 from engine.cli._runs import RUN_DIR
-from engine.cli._sequential_plan import print_sequential_plan
+from engine.cli._show import print_plan, print_result, print_tables, warn_missing_keys, warn_sim_judge
 from engine.cli._verbosity import LEVELS, split_verbosity, verbosity
 from engine.core._errors import ScenarioError
 from engine.core._events import configure_console_logging
@@ -34,17 +33,12 @@ from engine.core._format import fit_to_width
 from engine.core._records import EpisodeRecord
 from engine.models._breaker import parse_max_errors
 from engine.models._provider import PROVIDERS
-from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
-from engine.report._sequential import sequential_lines
 from engine.runtime._build import BuiltScenario, load_built
-from engine.runtime._duration import duration_text
 from engine.runtime._modes import mode_of
-from engine.runtime._players import played_by
-from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS, planning_notes
+from engine.runtime._plugins import JUDGES, PROTOCOLS, STUDENTS, SUMMARIZERS, TUTORS
 from engine.runtime._rundir import RunDir
 from engine.runtime._runner import Runner, RunResult
-from engine.runtime._sequential import expand_questions
-from engine.scenario._budget import Budget, price_of
+from engine.scenario._budget import Budget
 
 __all__ = ("main",)
 
@@ -270,8 +264,8 @@ def run(
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(built, estimate=True, budget=budget, effects=effects)
-        _warn_missing_keys(built)
+        print_plan(built, estimate=True, budget=budget, effects=effects)
+        warn_missing_keys(built)
         return 0
     _connect_executor(built)
     console = Console(stderr=True)
@@ -286,30 +280,20 @@ def run(
         max_errors=parse_max_errors(max_errors) if max_errors is not None else None,
         report=_write_report,
     )
+    return _play(
+        built, runner, console, shlex.quote(str(scenario)), _same_flags(models, overrides, limit, seed, data_dir)
+    )
+
+
+def _play(built: BuiltScenario, runner: Runner, console: Console, scenario: str, flags: list[str]) -> int:
+    """Run with live progress, print the tables, and say how to resume or where the report is."""
     runner.prepare()
     configure_console_logging(console=console, secrets=runner.redactor, console_level=verbosity.level)
-    _warn_sim_judge(console, runner)
+    warn_sim_judge(console, runner)
     result = _run_with_progress(runner, console)
-    _print_result(built, runner, result, console)
-    hint = runner.redactor.text(
-        resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
-    )
-    _print_next_step(result, hint, console)
+    print_result(built, runner, result, console)
+    _print_next_step(result, runner.redactor.text(resume_hint(scenario, result, flags)), console)
     return result.exit_code
-
-
-def _warn_missing_keys(built: BuiltScenario) -> None:
-    """A dry run calls nothing, so it needs no key, but says which the real run would stop for (exit 2)."""
-    said: set[str] = set()
-    for role, spec in built.models:
-        try:
-            PROVIDERS.get(spec.provider)().check(spec, role)
-        except ScenarioError as exc:
-            if str(exc) not in said:
-                said.add(str(exc))
-                Console(stderr=True, soft_wrap=True).print(
-                    Text(f"warning: {exc} (the run itself would stop with exit 2)", style="yellow")
-                )
 
 
 def _connect_executor(built: BuiltScenario) -> None:
@@ -348,61 +332,6 @@ def _same_flags(
     return same + [f"--{name} {value}" for name, value in (("limit", limit), ("seed", seed)) if value is not None]
 
 
-def _print_result(built: BuiltScenario, runner: Runner, result: RunResult, console: Console) -> None:
-    """The summary table on stdout, the end-of-run summary on stderr (`console`), then the run directory."""
-    out_console = Console(soft_wrap=True)
-    from engine.report._models import view_for  # loaded with the report, after the episodes
-
-    _print_played_by(out_console, result.summary)
-    shown = view_for(result.summary, built.summarizer)
-    out_console.print(fit_to_width(shown.render_console(result.summary), out_console.width))
-    _print_provenance(out_console, result.summary)
-    for line in sequential_lines(result.summary):
-        out_console.print(Text(line))
-    if not verbosity.quiet or result.errors:  # quiet keeps the results; errors still get their summary
-        print_end_summary(console, runner, result)
-    out_console.print(f"run directory: {result.run_dir}  ({result.ok} ok, {result.errors} error)")
-    report = Path(result.run_dir) / "report.html"
-    if report.is_file():
-        out_console.print(f"report: {report}  (open it with: simrun view {shlex.quote(str(result.run_dir))})")
-
-
-def _print_played_by(console: Console, summary: dict[str, Any]) -> None:
-    played = summary.get("run", {}).get("played_by") or {}
-    if played:
-        console.print(Text(f"played by: {played_by_line(played)}", style="bold"))
-
-
-def _print_provenance(console: Console, summary: dict[str, Any]) -> None:
-    """Under the table: where the numbers come from, per role rather than one blanket line for a mixed run."""
-    info = summary.get("run", {})
-    played = info.get("played_by") or {}
-    block = summary.get("judging") or {}
-    judging = judging_line(block)
-    if judging is not None:
-        failed = any(row["unjudged"] for row in block["judges"].values()) or "parse failures:" in judging
-        console.print(Text(judging, style="yellow" if failed else "dim"))
-    note = sim_judge_note(played)
-    if note is not None:
-        console.print(Text(f"note: {note}.", style="yellow"))
-    if not info.get("simulated"):
-        return
-    if all_simulated(played):
-        console.print(
-            "[dim]Results come from the `sim` provider (a deterministic simulator), not from a language model.[/]"
-        )
-    else:
-        console.print(
-            "[dim]Roles played by the `sim` simulator (named above) give simulated output; the others a model's.[/]"
-        )
-
-
-def _warn_sim_judge(console: Console, runner: Runner) -> None:
-    note = sim_judge_note(played_by(runner.scenario.models, custom_tutor=False))  # the CLI takes no custom agent
-    if note is not None:
-        console.print(Text(f"warning: {note}", style="yellow"), soft_wrap=True)
-
-
 def _write_report(run: RunDir) -> dict[str, Any]:
     from engine.report._rebuild import write_report  # statistics and plotting load once episodes have run
 
@@ -434,70 +363,6 @@ def _run_with_progress(runner: Runner, console: Console) -> RunResult:
         return result
 
 
-def _print_plan(
-    built: BuiltScenario,
-    *,
-    estimate: bool,
-    budget: Budget | None = None,
-    effects: tuple[str, ...] = (),
-    power_r: float | None = None,
-) -> None:
-    spec, episodes = built.scenario, built.episodes
-    console = Console(soft_wrap=True)
-    conditions = len({tuple(sorted(e.condition.items())) for e in episodes})
-    factors = ", ".join(f"{name} ({len(levels)})" for name, levels in spec.factors.items())
-    if spec.design is not None and spec.design.name is not None:
-        factors = ", ".join(filter(None, [f"design {spec.design.name}", factors]))
-    items = len({episode.item.id for episode in episodes})
-    console.print(
-        f"scenario [bold]{escape(spec.name)}[/] ({escape(spec.kind)}): {len(episodes)} episodes = "
-        f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
-        f"{spec.replicates} replicate(s)" + (f" × {len(labels)} tutors" if (labels := spec.models.tutor_labels) else "")
-    )
-    for note in planning_notes(spec, episodes, power_r=power_r):
-        console.print(Text(note))
-    if not estimate:
-        return
-    totals = built.estimate()
-    table = Table(title="estimated model calls (upper bound; nothing was called)")
-    for column in ("role", "model", "calls", "tokens", "cost (USD)"):
-        table.add_column(column, justify="left" if column in ("role", "model") else "right")
-    by_role: dict[str, list[str]] = {}
-    for role, model_spec in spec.models.by_named_role():
-        by_role.setdefault(role, []).append(model_spec.model)
-    total_cost: float | None = 0.0
-    total_tokens = 0
-    for role, guess in totals.items():
-        prices = [price_of(m, spec.prices) for m in by_role.get(role, [])]
-        # Upper bound: every token at the dearer of the input and output price of the dearest model.
-        rate = max((max(p.input, p.output) for p in prices if p is not None), default=None)
-        cost = None if rate is None or None in prices else guess.tokens * rate / 1_000_000
-        total_cost = None if cost is None or total_cost is None else total_cost + cost
-        total_tokens += guess.tokens
-        names = ", ".join(sorted(set(by_role.get(role, ["-"]))))
-        shown = "unknown price" if cost is None else f"{cost:,.2f}"
-        table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
-    console.print(table)
-    console.print(Text(duration_text(spec, totals)))
-    stopping = spec.design.stopping if spec.design is not None else None
-    if stopping is not None:
-        calls = sum(guess.calls for guess in totals.values())
-        print_sequential_plan(console, expand_questions(stopping, episodes), items, calls, total_cost, effects)
-    if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
-        cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
-        limits = ", ".join(
-            part
-            for part in (
-                f"--max-cost ${budget.max_cost:,.2f}" if budget.max_cost is not None else "",
-                f"--max-tokens {budget.max_tokens:,}" if budget.max_tokens is not None else "",
-            )
-            if part
-        )
-        console.print(
-            Text(f"estimate {total_tokens:,} tokens, {cost_text}; checked before each episode against {limits}")
-        )
-
-
 @cli.command()
 @_scenario_arg
 @_model_opt
@@ -522,7 +387,7 @@ def validate(
 ) -> int:
     """Check SCENARIO and print the size of its plan (API keys are not required)."""
     built = _load(scenario, overrides, models, credentials=False, max_episodes=max_episodes, data_dir=data_dir)
-    _print_plan(built, estimate=False, power_r=power_r)
+    print_plan(built, estimate=False, power_r=power_r)
     Console().print("[green]valid[/]")
     return 0
 
@@ -543,13 +408,7 @@ def report(run_dir: Path) -> int:
             summary = _write_report(run)
             for warning in summary["run"].get("warnings") or []:
                 Console(stderr=True).print(Text(f"warning: {warning}", style="yellow"))
-            from engine.report._models import view_for
-
-            renderable = view_for(summary, SUMMARIZERS.get(summary["run"]["kind"])).render_console(summary)
-            console = Console()
-            _print_played_by(console, summary)
-            console.print(fit_to_width(renderable, console.width))
-            _print_provenance(console, summary)
+            print_tables(Console(), summary, SUMMARIZERS.get(summary["run"]["kind"]))
     finally:
         run.release()
     Console().print(f"wrote {run_dir / 'summary.json'}, {run_dir / 'report.md'} and {run_dir / 'report.html'}")

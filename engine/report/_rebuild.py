@@ -23,7 +23,7 @@ from engine.report._page import render_report
 from engine.report._sequential import savings, sequential_markdown
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer
-from engine.runtime._rundir import REPORT, SUMMARY, RunDir
+from engine.runtime._rundir import REPORT, SUMMARY, CurrentRecords, RunDir
 from engine.scenario._budget import format_usd
 
 __all__ = ("REPORT_HTML", "protocol_line", "write_report")
@@ -48,38 +48,8 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     else:
         found = summarizer.summarize(records, manifest)
         results = found.model_dump(mode="json") if isinstance(found, BaseModel) else dict(found)
-    statuses = Counter(record.status for record in records)
-    providers = list(manifest.get("providers") or [])
-    first_errors: dict[str, dict[str, Any]] = {}
-    for record in records:
-        if record.error is not None:
-            entry = first_errors.setdefault(record.error.type, {"count": 0, "first": record.error.message})
-            entry["count"] += 1
     summary: dict[str, Any] = {
-        "run": {
-            "scenario": (manifest.get("scenario") or {}).get("name"),
-            "kind": manifest.get("kind"),
-            "status": manifest.get("status"),
-            "reason": manifest.get("reason"),
-            "planned": (manifest.get("counts") or {}).get("planned"),
-            "episodes": len(records),
-            "ok": statuses.get("ok", 0),
-            "error": statuses.get("error", 0),
-            "errors_by_type": {kind: entry["count"] for kind, entry in first_errors.items()},
-            "errors": first_errors,
-            "superseded": current.superseded,
-            "warnings": current.warnings,
-            "models": manifest.get("models") or {},
-            "providers": providers,
-            "simulated": "sim" in providers,
-            "played_by": manifest.get("played_by") or {},
-            "cost_usd": manifest.get("cost_usd"),
-            "cache_hits": (manifest.get("calls") or {}).get("cache_hits", 0),
-            "protocol": protocol_of(summarizer, manifest),
-            "scenario_file": manifest.get("scenario_file") or "",
-            "items_intake": manifest.get("items_intake") or [],
-            "decoding_refused": manifest.get("decoding_refused") or [],
-        },
+        "run": _run_info(manifest, current, summarizer),
         **results,
     }
     summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
@@ -103,6 +73,42 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary
+
+
+def _run_info(manifest: Mapping[str, Any], current: CurrentRecords, summarizer: Summarizer) -> dict[str, Any]:
+    """summary.json's `run`: what ran, how it ended, its errors, who played what and what it cost."""
+    records = current.records
+    statuses = Counter(record.status for record in records)
+    providers = list(manifest.get("providers") or [])
+    first_errors: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.error is not None:
+            entry = first_errors.setdefault(record.error.type, {"count": 0, "first": record.error.message})
+            entry["count"] += 1
+    return {
+        "scenario": (manifest.get("scenario") or {}).get("name"),
+        "kind": manifest.get("kind"),
+        "status": manifest.get("status"),
+        "reason": manifest.get("reason"),
+        "planned": (manifest.get("counts") or {}).get("planned"),
+        "episodes": len(records),
+        "ok": statuses.get("ok", 0),
+        "error": statuses.get("error", 0),
+        "errors_by_type": {kind: entry["count"] for kind, entry in first_errors.items()},
+        "errors": first_errors,
+        "superseded": current.superseded,
+        "warnings": current.warnings,
+        "models": manifest.get("models") or {},
+        "providers": providers,
+        "simulated": "sim" in providers,
+        "played_by": manifest.get("played_by") or {},
+        "cost_usd": manifest.get("cost_usd"),
+        "cache_hits": (manifest.get("calls") or {}).get("cache_hits", 0),
+        "protocol": protocol_of(summarizer, manifest),
+        "scenario_file": manifest.get("scenario_file") or "",
+        "items_intake": manifest.get("items_intake") or [],
+        "decoding_refused": manifest.get("decoding_refused") or [],
+    }
 
 
 def protocol_of(summarizer: Summarizer, manifest: Mapping[str, Any]) -> str:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +19,7 @@ import structlog
 
 from engine.core._errors import ProviderError, ScenarioError
 from engine.core._events import HOST_LOG, Redactor, RunEvents
-from engine.core._records import RECORD_VERSION, EpisodeRecord, ErrorInfo, Turn, Usage
+from engine.core._records import EpisodeRecord, ErrorInfo, Turn, Usage
 from engine.models._breaker import BreakerPolicy, ErrorLimit
 from engine.models._cache import resolve_cache_path
 from engine.models._client import CallStats, ModelClient
@@ -32,11 +29,11 @@ from engine.models._provider import key_variables
 from engine.models._seats import ranked_calls
 from engine.models._throttle import Throttle
 from engine.runtime._build import BuiltScenario, build, preflight
-from engine.runtime._players import played_by
+from engine.runtime._manifest import describe_run, versions
 from engine.runtime._plugins import Agent, EpisodeContext, InputMemo, Judge
-from engine.runtime._rundir import RunDir, stored_hash, utc_now
+from engine.runtime._rundir import RunDir, utc_now
 from engine.runtime._sequential import FixedAdmission, WaveAdmission, admission_for
-from engine.runtime._tutors import TutorSet, manifest_models
+from engine.runtime._tutors import TutorSet
 from engine.scenario._budget import Budget, Spend, spend
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec, Scenario
@@ -67,18 +64,6 @@ class RunResult:
         if self.status == "interrupted":
             return 130
         return 3 if self.errors else 0
-
-
-@functools.cache
-def _versions() -> dict[str, str]:
-    """Each lookup scans every installed distribution, and the manifest is written twice a run."""
-    found = {"python": sys.version.split()[0]}
-    for package in ("simrun", "openai", "httpx2", "anyio", "pydantic", "aiolimiter"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            continue
-    return found
 
 
 class Runner:
@@ -151,9 +136,7 @@ class Runner:
         self._cache_setting = cache
         self._out = Path(out) if out is not None else Path("runs")
         self._resume = Path(resume) if resume is not None else None
-        self._retry_errors = retry_errors
-        self._fresh = not resume
-        self._prepared = False
+        self._retry_errors, self._fresh, self._prepared = retry_errors, not resume, False
         self.pending: list[Episode] = []
         self.admission: FixedAdmission | WaveAdmission = FixedAdmission()
         """Which episodes may start now: all (fixed sample) or item waves of a `design.stopping` run."""
@@ -167,8 +150,7 @@ class Runner:
         self.reason: str | None = None
         self._events: RunEvents | Any = log  # the run's own event log while `run` is going on
         self.on_episode, self._on_turn = on_episode, on_turn
-        self._grace_s = grace_s
-        self._interrupted = False
+        self._grace_s, self._interrupted = grace_s, False
         self._admission: anyio.CancelScope | None = None
         self._episodes_scope: anyio.CancelScope | None = None
 
@@ -521,25 +503,9 @@ class Runner:
         return ErrorInfo(type=kind, message=self.redactor.text(str(exc)))
 
     def _write_manifest(self, status: str) -> None:
-        scenario = self.scenario
-        providers = sorted({spec.provider for _, spec in self.built.models})
-        stored = self.redactor.data(scenario.resolved())
         self.run_dir.write_manifest(
             {
-                "simrun_version": _versions().get("simrun", "unknown"),
-                "record_version": RECORD_VERSION,
-                "scenario": stored,
-                "scenario_file": scenario.source,
-                "items_intake": [intake.as_dict() for intake in self.built.intake],
-                "decoding_refused": scenario.models.decoding_refused(),
-                "scenario_hash": self.built.scenario_hash,
-                "stored_scenario_hash": stored_hash(stored),
-                "plan_hash": self._plan_hash,
-                "kind": scenario.kind,
-                "seed": scenario.seed,
-                "models": manifest_models(scenario.models, custom_tutor=self._custom_tutor is not None),
-                "providers": providers,
-                "played_by": played_by(scenario.models, custom_tutor=self._custom_tutor is not None),
+                **describe_run(self.built, self.redactor, self._plan_hash, custom_tutor=self._custom_tutor is not None),
                 "status": status,
                 "reason": self.reason or self.admission.reason,
                 "sequential": self.admission.manifest(),
@@ -552,7 +518,7 @@ class Runner:
                 },
                 "calls": asdict(self.stats),
                 "cost_usd": self.spend().manifest(),
-                "versions": dict(_versions()),
+                "versions": dict(versions()),
                 "started_at": self._started_at,
                 "updated_at": utc_now(),
             }

@@ -72,18 +72,19 @@ def apply_overrides(
                 f"with ROLE one of {', '.join(_ROLES)}"
             )
         spec = parse_model_override(text, f"--model {assignment!r}")
-        if isinstance(spec, list) and role != "judge":
-            raise ScenarioError(f"--model {assignment!r}: only the judge role takes a list (its models vote in turn)")
+        if isinstance(spec, list) and role == "student":
+            raise ScenarioError(f"--model {assignment!r}: the student takes one model (a list is for judges or tutors)")
         section = result.setdefault("models", {})
         if not isinstance(section, dict):
             raise ScenarioError("models: expected a mapping of role to model")
-        if role == "tutor":  # a second --model tutor=... adds a tutor: a study of several
-            tutors.append(spec)
-        section[role] = (
-            ([spec] if not isinstance(spec, list) else spec)
-            if role == "judge"
-            else (tutors if len(tutors) > 1 else spec)
-        )
+        specs = spec if isinstance(spec, list) else [spec]
+        if role == "judge":
+            section[role] = specs
+        elif role == "tutor":  # every --model tutor=... adds to the tutors: two or more make a study
+            tutors.extend(specs)
+            section[role] = tutors if len(tutors) > 1 else tutors[0]
+        else:
+            section[role] = spec
     for assignment in overrides:
         dotted, sep, raw = assignment.partition("=")
         if not sep or not dotted:

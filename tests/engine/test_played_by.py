@@ -65,8 +65,10 @@ def test_model_override_takes_a_judge_list() -> None:
     data = scenario_data()
     found = apply_overrides(data, models=["judge=[sim/judge, {model: openai/j, base_url: 'http://127.0.0.1:9/v1'}]"])
     assert found["models"]["judge"] == ["sim/judge", {"model": "openai/j", "base_url": "http://127.0.0.1:9/v1"}]
-    with pytest.raises(ScenarioError, match="only the judge role takes a list"):
-        apply_overrides(data, models=["tutor=[sim/tutor]"])
+    tutors = apply_overrides(data, models=["tutor=[{model: sim/tutor, label: a}, {model: sim/tutor, label: b}]"])
+    assert [t["label"] for t in tutors["models"]["tutor"]] == ["a", "b"]  # a list of tutors is a study
+    with pytest.raises(ScenarioError, match="the student takes one model"):
+        apply_overrides(data, models=["student=[sim/student]"])
 
 
 @pytest.mark.parametrize("limit", [20, 60, 200])
