@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,10 @@ MISNAMED = {"error": {"message": "Invalid model name passed in model=gpt-4o-typo
 DEAD = {"error": {"message": "litellm.APIConnectionError: Connection refused (backend 10.0.0.7:8000)"}}
 
 
+def _reply(request: Any, *, body: dict[str, Any], status: int) -> Reply:
+    return Reply(status=status, body=body)
+
+
 def main() -> None:
     env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench-not-a-real-key")}
     print(f"{'case':<26} {'exit':>4} {'wall s':>7} {'attempts':>9} {'retries':>8} {'errors':>7} {'run dirs':>9}")
@@ -40,7 +45,7 @@ def main() -> None:
     ]
     for label, body, extra in cases:
         status = 400 if body is MISNAMED else 502
-        fake = FakeOpenAI(lambda request, body=body, status=status: Reply(status=status, body=body))
+        fake = FakeOpenAI(partial(_reply, body=body, status=status))
         with (
             start_blocking_portal() as portal,
             portal.wrap_async_context_manager(fake),

@@ -42,7 +42,7 @@ async def test_tutor_turns_count_caps_the_tutors_turns(tmp_path: Path, max_turns
 
 async def test_the_model_opening_sees_only_the_system_prompt_and_is_judged(tmp_path: Path) -> None:
     scenario = fairness_scenario(tmp_path, tutor=NO_LEAK, student=NEVER_SOLVES, options={**PAPER, "max_turns": 2})
-    recorder = Recording(SimChatModel(scenario.models.tutor))
+    recorder = Recording(SimChatModel(scenario.models.tutors[0]))
     rec = record(await play(scenario, episodes(scenario)[0], tutor_model=recorder))
     assert [m["role"] for m in recorder.requests[0].messages] == ["system"]
     assert {j.metric for j in rec.judgments if j.target == 0} >= {"answer_leakage", "step_scaffolded"}

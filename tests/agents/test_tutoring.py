@@ -497,7 +497,7 @@ async def test_a_small_answer_in_a_tutor_sentence_for_another_reason_does_not_en
     scenario = fairness_scenario(tmp_path, strategy="scripted", options={"utterances": lines})
     for episode in episodes(scenario):
         assert mentions_answer("look at step 2", episode.item.answer)  # the plain match would have stopped it
-        rec = record(await play(scenario, episode, tutor_model=StepTalker(scenario.models.tutor)))
+        rec = record(await play(scenario, episode, tutor_model=StepTalker(scenario.models.tutors[0])))
         assert rec.metrics["stop_reason"] == "max_turns"
         assert len(rec.turns) == 10
 

@@ -116,7 +116,7 @@ def test_model_and_set_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         models=["tutor=openai/gpt-4o-mini"],
         overrides=["student.max_turns=6", "judge_votes=5", "factors.format=[multi]", "items.0.limit=2"],
     )
-    assert scenario.models.tutor.model == "openai/gpt-4o-mini" and scenario.models.tutor.params == {}
+    assert scenario.models.tutors[0].model == "openai/gpt-4o-mini" and scenario.models.tutors[0].params == {}
     assert scenario.student.options["max_turns"] == 6
     assert scenario.judge_votes == 5 and scenario.factors["format"] == ["multi"]
     assert scenario.items[0].options == {"limit": 2}
@@ -176,7 +176,7 @@ def test_model_override_takes_a_yaml_mapping(tmp_path: Path) -> None:
         _write(tmp_path, scenario_data()),
         models=["tutor={model: openai/x, base_url: 'http://127.0.0.1:9/v1', rpm: 60}", "judge={model: sim/judge}"],
     )
-    tutor = scenario.models.tutor
+    (tutor,) = scenario.models.tutors
     assert (tutor.model, tutor.base_url, tutor.rpm) == ("openai/x", "http://127.0.0.1:9/v1", 60)
     assert [spec.model for spec in scenario.models.judge] == ["sim/judge"]
     with pytest.raises(ScenarioError, match=r"--model 'tutor=\{model: openai/x':1: invalid YAML"):
@@ -216,7 +216,7 @@ def test_set_promotion_validates_end_to_end(tmp_path: Path, monkeypatch: pytest.
         models=["tutor=openai/gpt-4o-mini"],
         overrides=["models.tutor.base_url=http://127.0.0.1:9/v1", "judges.0.retries=4", "models.student.rpm=30"],
     )
-    assert scenario.models.tutor.base_url == "http://127.0.0.1:9/v1"
+    assert scenario.models.tutors[0].base_url == "http://127.0.0.1:9/v1"
     assert scenario.judges[0].name == "harm" and scenario.judges[0].options == {"retries": 4}
     assert scenario.models.student is not None and scenario.models.student.rpm == 30
 
@@ -230,7 +230,7 @@ def test_openai_base_url_fills_unset_base_urls(tmp_path: Path, monkeypatch: pyte
         _write(tmp_path, scenario_data()),
         models=["tutor=openai/x", "student={model: openai/y, base_url: 'http://other:1/v1'}"],
     )
-    assert scenario.models.tutor.base_url == "http://127.0.0.1:9/v1"  # and no key is needed, as for base_url
+    assert scenario.models.tutors[0].base_url == "http://127.0.0.1:9/v1"  # and no key is needed, as for base_url
     assert scenario.models.student is not None and scenario.models.student.base_url == "http://other:1/v1"
     assert scenario.models.judge[0].base_url is None
     monkeypatch.setenv("OPENAI_BASE_URL", "::::")

@@ -3,6 +3,8 @@ hand-built data."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,7 @@ def test_a_planted_gap_exceeds_its_null_and_noise_does_not() -> None:
     cell = NullCell(("all", "explicit", "gender"), ["female", "male"], {"gap": gap, "noise": noise}, False)
     draws = null_draws([cell], seed=1, draws=2000, derive=derive_seed)
     observed = {m: float(np.abs(rank_biserial_rows(t[:, 0] - t[:, 1]))) for m, t in (("gap", gap), ("noise", noise))}
-    tables = {
+    tables: dict[str, Any] = {
         "cells": [
             {"domain": "all", "channel": "explicit", "dimension": "gender", "metric": m, "mean_abs_r": observed[m]}
             for m in ("gap", "noise")
