@@ -80,6 +80,19 @@ def test_a_busy_client_is_flagged_as_the_bottleneck() -> None:
     assert not gates["checks"]["client_cpu"]["ok"] and not gates["checks"]["event_loop_lag"]["ok"]
 
 
+def test_a_late_loop_with_an_idle_client_is_the_machine_and_the_run_stays_valid() -> None:
+    """A shared machine: the loop and the sends ran 40-50 ms late while the client used 5% of a core."""
+    late = [_row(conversation=i, scheduled=1.0, dispatched=1.04) for i in range(20)]
+    health = Health(worker=0, cpu_s=0.1, wall_s=2.0, loop_lag_s=[0.05] * 10, scheduled_starts=20, started=20)
+    gates = summarize(CONFIG, late, [health], rate=1.0)["gates"]
+    assert gates["machine_late"] and gates["valid"] and not gates["client_bound"]
+    assert not gates["coordinated_omission"] and not gates["checks"]["event_loop_lag"]["ok"]
+    assert any("5% of a core" in note and "gates.loop_lag_p99_ms" in note for note in gates["notes"])
+    queued = [_row(conversation=i, scheduled=1.0, dispatched=1.5) for i in range(20)]  # far past the loop's lag
+    gates = summarize(CONFIG, queued, [health], rate=1.0)["gates"]
+    assert gates["machine_late"] and gates["coordinated_omission"] and not gates["valid"]
+
+
 stamps = st.floats(min_value=0, max_value=1e4, allow_nan=False)
 records = st.builds(
     RequestRecord,
