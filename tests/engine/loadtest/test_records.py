@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -12,7 +13,8 @@ from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._generator import Health
 from engine.tools.loadtest._metrics import summarize
 from engine.tools.loadtest._records import RequestRecord
-from engine.tools.loadtest._report import read_requests, write_requests
+from engine.tools.loadtest._report import knee_text, read_requests, write_requests
+from engine.tools.loadtest._run import combine
 
 CONFIG = LoadConfig(target="http://x/v1", model="m", rate=1.0, duration_s=10)
 
@@ -123,3 +125,22 @@ def test_csv_round_trip_is_exact(tmp_path_factory: pytest.TempPathFactory, rows:
     path: Path = tmp_path_factory.mktemp("csv") / "requests.csv"
     write_requests(path, rows)
     assert read_requests(path) == rows
+
+
+def test_a_sweep_stopped_by_a_gate_alone_reports_no_knee() -> None:
+    """Goodput at 100% on every step, the second fails a gate: that is no knee, and the text says why."""
+    config = LoadConfig(target="http://127.0.0.1:9/v1", model="m", arrival="constant", sweep={"rates": [1, 2]})
+
+    def step(rate: float, valid: bool) -> dict[str, Any]:
+        return {
+            "target_rate": rate,
+            "throughput": {"requests_per_s": rate},
+            "gates": {"valid": valid},
+            "goodput": {"share": 1.0},
+        }
+
+    sweep = combine(config, [step(1, True), step(2, False)], status="finished")["sweep"]
+    assert sweep["stopped_by"] == "gates" and not sweep["knee_reached"] and sweep["broke_at"] == 2
+    assert knee_text(sweep).startswith("no knee found: the sweep stopped at 2")
+    fell = combine(config, [step(1, True), step(2, True) | {"goodput": {"share": 0.5}}], status="finished")["sweep"]
+    assert fell["stopped_by"] == "goodput" and fell["knee_reached"] and fell["knee_rate"] == 1
