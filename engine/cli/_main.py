@@ -251,9 +251,7 @@ def run(
     )
     budget = Budget(max_cost=max_cost, max_tokens=max_tokens)
     if dry_run:
-        _print_plan(built, estimate=True, budget=budget)
-        _warn_missing_keys(built)
-        return 0
+        return _dry_run(built, budget)
     _connect_executor(built)
     console = Console(stderr=True)
     runner = Runner(
@@ -274,6 +272,12 @@ def run(
     hint = resume_hint(shlex.quote(str(scenario)), result, _same_flags(models, overrides, limit, seed, data_dir))
     _print_next_step(result, hint, console)
     return result.exit_code
+
+
+def _dry_run(built: BuiltScenario, budget: Budget) -> int:
+    _print_plan(built, estimate=True, budget=budget)
+    _warn_missing_keys(built)
+    return 0
 
 
 def _warn_missing_keys(built: BuiltScenario) -> None:

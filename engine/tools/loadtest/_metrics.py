@@ -98,6 +98,23 @@ def _schedule_span(config: LoadConfig, rows: Sequence[RequestRecord], rate: floa
     return min(covered, config.duration_s) if config.duration_s is not None else covered
 
 
+def _client_notes(*, client_bound: bool, machine_late: bool, cpu: float, lag_p99: float) -> list[str]:
+    """What the client's own measures say about it, with the gate settings that tune the verdict."""
+    notes = []
+    if client_bound:
+        notes.append(
+            f"the client was the bottleneck (its CPU {cpu:.0%} of a core, event-loop lag past its limit): add "
+            "workers, or raise gates.max_cpu / gates.loop_lag_p99_ms if this client is known to keep up"
+        )
+    if machine_late:
+        notes.append(
+            f"the event loop ran late (lag p99 {lag_p99:,.0f} ms) while the client used only "
+            f"{cpu:.0%} of a core: other processes on this machine delayed it, not the client's own work; the "
+            "results stand, and latencies from the schedule include that delay (gates.loop_lag_p99_ms tunes it)"
+        )
+    return notes
+
+
 def _gates(
     config: LoadConfig, healths: Sequence[Health], rows: Sequence[RequestRecord], latency: dict[str, Any]
 ) -> dict[str, Any]:
@@ -137,18 +154,7 @@ def _gates(
     lag_p99 = lag["p99"] if lag else 0.0
     explained = machine_late and dispatch is not None and dispatch["p99"] <= lag_p99 + gates.dispatch_p99_ms
     queueing = late and not explained
-    notes = []
-    if client_bound:
-        notes.append(
-            f"the client was the bottleneck (its CPU {cpu:.0%} of a core, event-loop lag past its limit): add "
-            "workers, or raise gates.max_cpu / gates.loop_lag_p99_ms if this client is known to keep up"
-        )
-    if machine_late:
-        notes.append(
-            f"the event loop ran late (lag p99 {lag_p99:,.0f} ms) while the client used only "
-            f"{cpu:.0%} of a core: other processes on this machine delayed it, not the client's own work; the "
-            "results stand, and latencies from the schedule include that delay (gates.loop_lag_p99_ms tunes it)"
-        )
+    notes = _client_notes(client_bound=client_bound, machine_late=machine_late, cpu=cpu, lag_p99=lag_p99)
     if queueing:
         notes.append(
             "requests left late (dispatch delay past its limit): latency from the actual send hides this queueing "
