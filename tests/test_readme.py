@@ -416,3 +416,39 @@ def test_the_new_kind_declares_the_entry_points_the_toy_kind_test_installs() -> 
     (project,) = [tomllib.loads(block) for block in _fenced(DOCS / "extending.md", "toml")]
     declared = project["project"]["entry-points"]
     assert declared == {group: dict(installed[group]) for group in installed.sections()}
+
+
+SAMPLE_COLUMNS = "110"
+RUN_NAME = re.compile(r"crescendo-\d{8}-\d{6}-\d{6}")
+
+
+def _sample() -> list[str]:
+    """The README's first block of plain output: a fence that opens with no language."""
+    inside: str | None = None
+    block: list[str] = []
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            if inside == "":
+                return block
+            inside = line[3:].strip() if inside is None else None
+        elif inside == "":
+            block.append(line)
+    raise AssertionError("README.md shows no sample output")
+
+
+def test_the_readme_sample_is_what_the_run_prints(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every line the README shows of `simrun scenarios/crescendo.yaml` is printed by the run, in that order
+    (a `│ …` row stands for rows left out; run directory names differ by their start time)."""
+    monkeypatch.chdir(workspace)
+    monkeypatch.setenv("COLUMNS", SAMPLE_COLUMNS)
+    assert main(["scenarios/crescendo.yaml", "-q"]) == 0
+    printed = [RUN_NAME.sub("crescendo-<time>", line.rstrip()) for line in capsys.readouterr().out.splitlines()]
+    shown = [RUN_NAME.sub("crescendo-<time>", line.rstrip()) for line in _sample() if not line.startswith("│ …")]
+    position = 0
+    for line in shown:
+        assert line in printed[position:], f"README.md shows a line the run does not print:\n{line}\n\nprinted:\n" + (
+            "\n".join(printed)
+        )
+        position = printed.index(line, position) + 1

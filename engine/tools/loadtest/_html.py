@@ -40,9 +40,17 @@ def _slo(step: Mapping[str, Any]) -> dict[str, float]:
     return {k: v for k, v in step["goodput"]["slo"].items() if k.endswith("_ms") and v is not None}
 
 
+def _verdict(summary: Mapping[str, Any]) -> str:
+    """The gates' verdict at the top of the page, where the status is: a finished run may still be NOT valid."""
+    if summary.get("valid", True):
+        return "valid: the client was not the bottleneck"
+    return "NOT valid: see the validity gates below"
+
+
 def _facts(summary: Mapping[str, Any], config: Mapping[str, Any]) -> Markup:
     rows: list[tuple[str, Cell]] = [
         ("status", summary["status"]),
+        ("verdict", _verdict(summary)),
         ("target", config["target"]),
         ("model", config["model"]),
         ("transport", config["transport"]),

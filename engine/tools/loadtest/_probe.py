@@ -42,6 +42,7 @@ def unreachable_gate(target: str, reason: str) -> dict[str, Any]:
     return {
         "valid": False,
         "client_bound": False,
+        "machine_late": False,
         "coordinated_omission": False,
         "checks": {"target_reachable": {"target": target, "reason": reason, "ok": False}},
         "notes": [f"the target is unreachable ({reason}): is the server up and the address right? Nothing was sent"],

@@ -129,6 +129,11 @@ def knee_text(sweep: Mapping[str, Any]) -> str:
     if sweep.get("broke_at") is None:
         last = f"{_rate(rates[-1])} conversations/s, the last rate" if rates else "the last rate"
         return f"knee not reached (≥ {last}): every step passed, so the endpoint holds more"
+    if sweep.get("stopped_by") == "gates":
+        return (
+            f"no knee found: the sweep stopped at {_rate(sweep['broke_at'])} conversations/s because a validity "
+            "gate failed while goodput still met its target (see the gates)"
+        )
     if sweep["knee_rate"] is None:
         return f"knee below the first rate: {_rate(sweep['broke_at'])} conversations/s already failed"
     return (

@@ -56,6 +56,11 @@ def step_passes(config: LoadConfig, step: dict[str, Any]) -> bool:
     return bool(step["gates"]["valid"]) and step["goodput"]["share"] >= target
 
 
+def _goodput_fell(config: LoadConfig, step: dict[str, Any]) -> bool:
+    target = config.sweep.goodput_target if config.sweep else 0.0
+    return bool(step["goodput"]["share"] < target)
+
+
 def combine(config: LoadConfig, steps: list[dict[str, Any]], *, status: str) -> dict[str, Any]:
     """The summary: a single run's figures at the top level, or the sweep's steps and its knee."""
     summary: dict[str, Any] = {"name": config.name, "status": status, "transport": config.transport}
@@ -69,8 +74,12 @@ def combine(config: LoadConfig, steps: list[dict[str, Any]], *, status: str) -> 
         "knee_rate": knee["target_rate"] if knee else None,
         "knee_requests_per_s": knee["throughput"]["requests_per_s"] if knee else None,
         "broke_at": broke_at,
-        # no step failed: the knee lies at or past the last rate tried, and knee_rate is only a lower bound
-        "knee_reached": broke_at is not None,
+        # why the sweep stopped: its goodput fell (a knee), or only a validity gate failed (no knee)
+        "stopped_by": None
+        if broke_at is None
+        else ("goodput" if _goodput_fell(config, steps[len(passed)]) else "gates"),
+        # no step's goodput fell: the knee lies at or past the last rate tried, and knee_rate is only a lower bound
+        "knee_reached": broke_at is not None and _goodput_fell(config, steps[len(passed)]),
         "rates_run": [step["target_rate"] for step in steps],
     }
     return summary | {"steps": steps, "valid": all(step["gates"]["valid"] for step in steps[: len(passed) + 1])}

@@ -195,6 +195,8 @@ def test_a_sweep_prints_each_step_and_says_when_no_knee_was_reached(
     assert "knee not reached" in report and "knee not reached" in html and "None" not in html
     # the plot draws the SLO and the goodput target, and marks no knee that was not found
     assert "e2e SLO 500 ms" in html and "goodput target" in html and "knee (last passing step)" not in html
+    # the verdict sits in the page's first table, beside the status, not only at the bottom
+    assert html.index("valid: the client was not the bottleneck") < html.index("Validity gates")
 
 
 def test_a_closed_loop_reports_its_concurrency_not_a_rate(

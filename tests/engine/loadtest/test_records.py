@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -12,7 +13,8 @@ from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._generator import Health
 from engine.tools.loadtest._metrics import summarize
 from engine.tools.loadtest._records import RequestRecord
-from engine.tools.loadtest._report import read_requests, write_requests
+from engine.tools.loadtest._report import knee_text, read_requests, write_requests
+from engine.tools.loadtest._run import combine
 
 CONFIG = LoadConfig(target="http://x/v1", model="m", rate=1.0, duration_s=10)
 
@@ -80,6 +82,19 @@ def test_a_busy_client_is_flagged_as_the_bottleneck() -> None:
     assert not gates["checks"]["client_cpu"]["ok"] and not gates["checks"]["event_loop_lag"]["ok"]
 
 
+def test_a_late_loop_with_an_idle_client_is_the_machine_and_the_run_stays_valid() -> None:
+    """A shared machine: the loop and the sends ran 40-50 ms late while the client used 5% of a core."""
+    late = [_row(conversation=i, scheduled=1.0, dispatched=1.04) for i in range(20)]
+    health = Health(worker=0, cpu_s=0.1, wall_s=2.0, loop_lag_s=[0.05] * 10, scheduled_starts=20, started=20)
+    gates = summarize(CONFIG, late, [health], rate=1.0)["gates"]
+    assert gates["machine_late"] and gates["valid"] and not gates["client_bound"]
+    assert not gates["coordinated_omission"] and not gates["checks"]["event_loop_lag"]["ok"]
+    assert any("5% of a core" in note and "gates.loop_lag_p99_ms" in note for note in gates["notes"])
+    queued = [_row(conversation=i, scheduled=1.0, dispatched=1.5) for i in range(20)]  # far past the loop's lag
+    gates = summarize(CONFIG, queued, [health], rate=1.0)["gates"]
+    assert gates["machine_late"] and gates["coordinated_omission"] and not gates["valid"]
+
+
 stamps = st.floats(min_value=0, max_value=1e4, allow_nan=False)
 records = st.builds(
     RequestRecord,
@@ -110,3 +125,22 @@ def test_csv_round_trip_is_exact(tmp_path_factory: pytest.TempPathFactory, rows:
     path: Path = tmp_path_factory.mktemp("csv") / "requests.csv"
     write_requests(path, rows)
     assert read_requests(path) == rows
+
+
+def test_a_sweep_stopped_by_a_gate_alone_reports_no_knee() -> None:
+    """Goodput at 100% on every step, the second fails a gate: that is no knee, and the text says why."""
+    config = LoadConfig(target="http://127.0.0.1:9/v1", model="m", arrival="constant", sweep={"rates": [1, 2]})
+
+    def step(rate: float, valid: bool) -> dict[str, Any]:
+        return {
+            "target_rate": rate,
+            "throughput": {"requests_per_s": rate},
+            "gates": {"valid": valid},
+            "goodput": {"share": 1.0},
+        }
+
+    sweep = combine(config, [step(1, True), step(2, False)], status="finished")["sweep"]
+    assert sweep["stopped_by"] == "gates" and not sweep["knee_reached"] and sweep["broke_at"] == 2
+    assert knee_text(sweep).startswith("no knee found: the sweep stopped at 2")
+    fell = combine(config, [step(1, True), step(2, True) | {"goodput": {"share": 0.5}}], status="finished")["sweep"]
+    assert fell["stopped_by"] == "goodput" and fell["knee_reached"] and fell["knee_rate"] == 1
