@@ -35,8 +35,8 @@ async def test_idle_connection_is_closed() -> None:
     """A connection that never sends a request is closed after the idle timeout, without an answer."""
     async with LoopbackServer(idle_timeout_s=0.2) as server:
         with anyio.fail_after(HANG_S):
+            started = anyio.current_time()  # before the connect: the server's idle clock starts after it
             stream = await anyio.connect_tcp("127.0.0.1", server.port)
-            started = anyio.current_time()
             assert await _read_all(stream) == b""
             assert anyio.current_time() - started >= 0.2
             await stream.aclose()
