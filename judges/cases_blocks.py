@@ -72,24 +72,34 @@ def _success(data: CasesResults) -> Section:
         key=key,
         row_classes=("",) * len(data.challenge_types) + ("total",),
     )
-    series = tuple(
-        DotSeries(name, tuple(_dot(cells.get((c, *col))) for c in challenges))
-        for name, col in zip(names, columns, strict=True)
-    )
     xlabel = "success rate (≥ 1 checklist criterion holds), 95% interval resampling cases"
-    plot = Dots(
-        (DotPanel(challenges, series, xlabel=xlabel),),
-        (numbers,),
-        key=key,
-        caption="Open responses: share that satisfy at least one criterion of the case's checklist (majority of "
-        "judge votes per criterion), per challenge type × response type × reference.",
-        console=True,
+    responses = sorted({resp for resp, _ in columns})
+    plots = tuple(
+        Dots(
+            tuple(
+                DotPanel(
+                    challenges,
+                    (DotSeries(f"ref {ref}", tuple(_dot(cells.get((c, resp, ref))) for c in challenges)),),
+                    title=f"ref {ref}",
+                    xticks=(0.0, 0.5, 1.0),
+                )
+                for r, ref in columns
+                if r == resp
+            ),
+            (numbers,) if index == len(responses) - 1 else (),
+            key=f"{key}-{resp}",
+            caption=f"{resp} responses: share that satisfy at least one criterion of the case's checklist "
+            "(majority of judge votes per criterion) per challenge type, one panel per reference.",
+            console=index == len(responses) - 1,
+            xlabel=xlabel,
+        )
+        for index, resp in enumerate(responses)
     )
     intro = Note(
         "A response succeeds when at least one criterion of the case's checklist holds (majority of the judge "
         'votes per criterion); "overall" pools both response types.'
     )
-    return Section(title, (intro, plot), key=key, provenance=origin)
+    return Section(title, (intro, *plots), key=key, provenance=origin)
 
 
 def _pooled_dot(row: CriteriaRow | None) -> Dot | None:

@@ -172,12 +172,22 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
         blocks.append(
             Note(
                 f"Across the {found['tutors']} tutors, Spearman's ρ between mean reply length (words) and "
-                f"{head['metric']}: {found['rho']:+.2f} [{found['low']:+.2f}, {found['high']:+.2f}] "
-                "(95%, bootstrap over items).",
+                f"{head['metric']}: {_rho_interval(found)}.",
                 console=True,
             )
         )
     return blocks
+
+
+def _rho_interval(found: Mapping[str, Any]) -> str:
+    """ρ with its interval; a zero-width one (every resample ranked the few tutors alike) is said in words,
+    since "+1.00 [+1.00, +1.00]" reads as a certainty the handful of tutors cannot give."""
+    rho, low, high = found["rho"], found["low"], found["high"]
+    if low is None or high is None:
+        return f"{rho:+.2f}"
+    if high - low < 0.005:
+        return f"{rho:+.2f}, the same in every bootstrap resample over items (no spread to show an interval)"
+    return f"{rho:+.2f} [{low:+.2f}, {high:+.2f}] (95%, bootstrap over items)"
 
 
 def _pairs_table(comparison: Mapping[str, Any]) -> Table:

@@ -59,7 +59,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 KINDS = {
     # scenario: (overrides, plots, the table whose rows are checked, its rows, a verdict to filter by)
-    "casebench": (["replicates=1"], 5, "tbl-cases-success", 6, "mcq correct"),
+    # seven plots: success is one figure per response type (immediate, long_term, overall), then four more
+    "casebench": (["replicates=1"], 7, "tbl-cases-success", 6, "mcq correct"),
     # six plots (Tasks A and B's matrices and strategy–intention pairings, Task C's scores); six conditions: the
     # paper's four, `predicted` and the Human row
     "remath": (["items.0.limit=15"], 6, "tbl-remath-conditions", 6, "reply preferred"),

@@ -22,7 +22,8 @@ from judges.cases_summary import CasesSummarizer, episode_scores
 from tests.helpers import ESCAPED, PLANTED
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "casebench.yaml"
-PLOTS = ("cases-success", "cases-criteria", "cases-mcq", "cases-reference-gain", "cases-deescalation")
+RESPONSES = ("immediate", "long_term", "overall")
+PLOTS = ("cases-criteria", "cases-mcq", "cases-reference-gain", "cases-deescalation")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_report_has_every_plot_with_its_table(run: Path) -> None:
     """Success, criteria, MCQ, reference gain and de-escalation are inline SVG, each with its numbers below."""
     html = (run / REPORT_HTML).read_text(encoding="utf-8")
     summary = orjson.loads((run / "summary.json").read_bytes())["cases"]
-    assert len(re.findall(r'<svg class="plot-svg"', html)) == len(PLOTS)
+    assert len(re.findall(r'<svg class="plot-svg"', html)) == len(PLOTS) + len(RESPONSES)
     for key in PLOTS:
         figure = html.index(f'id="fig-{key}"')
         assert html.index(f'id="tbl-{key}"') > figure  # the table follows its plot
@@ -55,6 +56,19 @@ def test_report_has_every_plot_with_its_table(run: Path) -> None:
     gains = summary["reference_gain"]
     assert len(gains) == 6 and all(f"{g['r']:+.2f} [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]" in html for g in gains)
     assert "no HTML section of its own" not in html
+
+
+def test_success_is_one_small_panel_per_response_and_reference(run: Path) -> None:
+    """Six series on one axis hid each other: each response type gets its own figure, one panel per reference
+    (titled, so no legend is needed), and the success table follows the last of them."""
+    html = (run / REPORT_HTML).read_text(encoding="utf-8")
+    starts = [html.index(f'id="fig-cases-success-{response}"') for response in RESPONSES]
+    assert starts == sorted(starts)
+    assert html.index('id="tbl-cases-success"') > starts[-1]
+    for start in starts:
+        figure = html[start : html.index("</figure>", start)]
+        assert ">ref none</text>" in figure and ">ref retrieved</text>" in figure
+        assert "immediate · ref none" not in figure  # titles, not a six-entry legend
 
 
 def test_verdicts_and_scores_name_each_task_outcome(run: Path) -> None:

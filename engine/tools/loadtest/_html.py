@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from markupsafe import Markup
 
+from engine.core._format import pct_or_none
 from engine.report._histogram import Bar, BarPanel, Histogram, histogram_html
 from engine.report._page import render_page
 from engine.report._svg import Cell, paragraph, plot, section, table
@@ -195,7 +196,7 @@ def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> M
     figures = table(
         ("requests/s", "conversations/s", "output tokens/s", "goodput share", "goodput requests/s", "sent", "ok"),
         [(throughput["requests_per_s"], throughput["conversations_per_s"], throughput["output_tokens_per_s"],
-          goodput["share"], goodput["requests_per_s"], requests["sent"], requests["ok"])],
+          pct_or_none(goodput["share"]), goodput["requests_per_s"], requests["sent"], requests["ok"])],
     )  # fmt: skip
     return Markup("").join(
         [
@@ -254,7 +255,8 @@ def _sweep_plot(summary: Mapping[str, Any]) -> Canvas:
 def _sweep(summary: Mapping[str, Any]) -> Markup:
     steps, sweep = summary["steps"], summary["sweep"]
     rows = [
-        (s["target_rate"], s["throughput"]["requests_per_s"], s["goodput"]["share"], s["gates"]["valid"]) for s in steps
+        (s["target_rate"], s["throughput"]["requests_per_s"], pct_or_none(s["goodput"]["share"]), s["gates"]["valid"])
+        for s in steps
     ]
     numbers = table(("rate", "requests/s", "goodput share", "valid"), rows)
     caption = f"Sweep: {knee_text(sweep)}"
