@@ -44,7 +44,10 @@ def compare(path: Path, limit: int | None) -> list[tuple[str, int, int, int]]:
     used: dict[str, int] = {}
     for role, by_model in manifest["calls"]["tokens_by_role"].items():
         used[_role(role)] = used.get(_role(role), 0) + sum(sum(pair) for pair in by_model.values())
-    rows = [(role, *expected.get(role, [0, 0]), used.get(role, 0)) for role in sorted(set(expected) | set(used))]
+    rows = [
+        (role, expected.get(role, [0, 0])[0], expected.get(role, [0, 0])[1], used.get(role, 0))
+        for role in sorted(set(expected) | set(used))
+    ]
     rows.append(("total", sum(r[1] for r in rows), sum(r[2] for r in rows), sum(r[3] for r in rows)))
     return rows
 

@@ -176,6 +176,7 @@ def _print_estimate(
         )
         console.print(
             Text(
-                f"estimate {total_tokens:,} tokens (at most {upper_tokens:,}, at most {cost_text}); checked before each episode against {limits}"
+                f"estimate {total_tokens:,} tokens (at most {upper_tokens:,}, at most {cost_text}); "
+                f"checked before each episode against {limits}"
             )
         )

@@ -120,8 +120,8 @@ class DialogueProtocol(Protocol):
     async def run(self, ctx: EpisodeContext, /) -> None: ...
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Expected model calls and tokens per role for one episode, with their upper bound (for `--dry-run`); `built` holds the
-        scenario, its validated plug-ins and `judge_calls`."""
+        """Expected model calls and tokens per role for one episode, with their upper bound (for `--dry-run`);
+        `built` holds the scenario, its validated plug-ins and `judge_calls`."""
         ...
 
 
