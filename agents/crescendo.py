@@ -85,16 +85,20 @@ class CrescendoProtocol:
             "tutor": CallEstimate(
                 expected,
                 _dialogue_tokens(expected, _TYPICAL_TUTOR_CALL),
+                exchanges,
                 context_tokens + _REPLY_TOKENS * exchanges,
             )
         }
         if scenario.models.student is not None and scenario.student.strategy == "crescendo":
             guesses["student"] = CallEstimate(
-                expected, _dialogue_tokens(expected, _TYPICAL_STUDENT_CALL), context_tokens + 80 * exchanges
+                expected,
+                _dialogue_tokens(expected, _TYPICAL_STUDENT_CALL),
+                exchanges,
+                context_tokens + 80 * exchanges,
             )
         calls, most = judge_calls(built, expected), judge_calls(built, exchanges)
         guesses["judge"] = CallEstimate(
-            calls, calls * _TYPICAL_JUDGE_CALL, most * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120)
+            calls, calls * _TYPICAL_JUDGE_CALL, most, most * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120)
         )
         return guesses
 

@@ -90,22 +90,30 @@ class JudgeFactory(Protocol):
 
 @dataclass(frozen=True)
 class CallEstimate:
-    """Model calls and tokens a run is expected to use, and `upper`: the most it can use (0: same as expected).
+    """Model calls and tokens a run is expected to use, and the most it can use (`max_*`; 0: as expected).
 
     The expected figure is what a researcher plans with; the upper bound (every dialogue at its longest) is
     what a spending limit must be able to absorb."""
 
     calls: int = 0
     tokens: int = 0
-    upper: int = 0
+    max_calls: int = 0
+    max_tokens: int = 0
+
+    @property
+    def upper_calls(self) -> int:
+        return max(self.max_calls, self.calls)
 
     @property
     def upper_tokens(self) -> int:
-        return max(self.upper, self.tokens)
+        return max(self.max_tokens, self.tokens)
 
     def __add__(self, other: CallEstimate) -> CallEstimate:
         return CallEstimate(
-            self.calls + other.calls, self.tokens + other.tokens, self.upper_tokens + other.upper_tokens
+            self.calls + other.calls,
+            self.tokens + other.tokens,
+            self.upper_calls + other.upper_calls,
+            self.upper_tokens + other.upper_tokens,
         )
 
 
