@@ -78,6 +78,8 @@ __all__ = (
 )
 
 _BOTH_RESPONSES: list[ResponseType] = ["immediate", "long_term"]
+_TYPICAL_CALL = {"tutor": 300, "judge": 355, "student": 370}
+"""Tokens per call as the simulator measures them."""
 
 
 class CaseDesign:
@@ -315,19 +317,25 @@ class CasesProtocol:
         )
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        """Upper bound: every retry used, generous sizes per call. Expected: no retry, at the call sizes the
+        simulator measures (bench/estimate_accuracy.py)."""
         scenario = built.scenario
         task = episode.condition.get("task", "open")
         prompt = 700 if episode.condition.get("reference") == "retrieved" else 550
         if task in ("mcq4", "binary"):
-            return {"tutor": CallEstimate(1 + self.retries, (prompt + 150) * (1 + self.retries))}
-        guesses = {"tutor": CallEstimate(1, prompt + 120)}
+            tries = 1 + self.retries
+            return {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], tries, (prompt + 150) * tries)}
+        guesses = {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], 1, prompt + 120)}
         judges = judge_calls(built, 1)
-        guesses["judge"] = CallEstimate(judges, judges * (prompt + 600))
+        guesses["judge"] = CallEstimate(judges, judges * _TYPICAL_CALL["judge"], judges, judges * (prompt + 600))
         if task == "interactive":
             turns = int(scenario.student.options.get("turns", 2))
-            guesses["tutor"] += CallEstimate(turns - 1, (turns - 1) * (prompt + 200))
+            more = turns - 1
+            guesses["tutor"] += CallEstimate(more, more * _TYPICAL_CALL["tutor"], more, more * (prompt + 200))
             if scenario.models.student is not None:
-                guesses["student"] = CallEstimate(turns, turns * (prompt + 100))
+                guesses["student"] = CallEstimate(
+                    turns, turns * _TYPICAL_CALL["student"], turns, turns * (prompt + 100)
+                )
         return guesses
 
 

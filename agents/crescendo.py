@@ -17,6 +17,10 @@ __all__ = ("CrescendoProtocol",)
 _PROMPT_TOKENS = 350
 _TOKENS_PER_TURN = 160
 _REPLY_TOKENS = 200
+_TYPICAL_TUTOR_CALL = (100, 45)
+"""Tokens of the k-th call: first + step × k, as the simulator's replies measure (prompt and reply)."""
+_TYPICAL_STUDENT_CALL = (300, 45)
+_TYPICAL_JUDGE_CALL = 400
 _SAFETY_STOP = 200
 
 
@@ -59,27 +63,50 @@ class CrescendoProtocol:
         ctx.meta["format"] = ctx.condition.get("format", "multi")
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
+        """Expected: a dialogue of middling length (the mean of `max_turns`, half the backtracks) at the
+        simulator's measured sizes (bench/estimate_accuracy.py); upper: every dialogue at its longest, at
+        generous sizes for a real model."""
         scenario = built.scenario
         options = scenario.student.options
         single = episode.condition.get("format") == "single"
         if single:
-            turns, backtracks = 1, 0
+            longest = typical = 1.0
         elif scenario.student.strategy == "crescendo":
             parsed = CrescendoStudent.Options.model_validate(options)
-            turns = parsed.max_turns if isinstance(parsed.max_turns, int) else parsed.max_turns[1]
-            backtracks = parsed.max_backtracks
+            low, high = (parsed.max_turns, parsed.max_turns) if isinstance(parsed.max_turns, int) else parsed.max_turns
+            longest = float(high + parsed.max_backtracks)
+            typical = (low + high) / 2 + parsed.max_backtracks / 2
         else:
             script = options.get("utterances") or episode.item.data.get("script") or [episode.item.question]
-            turns, backtracks = len(script), 0
-        exchanges = turns + backtracks
+            longest = typical = float(len(script))
+        exchanges, expected = round(longest), round(typical)
         context_tokens = sum(_PROMPT_TOKENS + _TOKENS_PER_TURN * k for k in range(1, exchanges + 1))
-        tutor = CallEstimate(exchanges, context_tokens + _REPLY_TOKENS * exchanges)
-        guesses = {"tutor": tutor}
+        guesses = {
+            "tutor": CallEstimate(
+                expected,
+                _dialogue_tokens(expected, _TYPICAL_TUTOR_CALL),
+                exchanges,
+                context_tokens + _REPLY_TOKENS * exchanges,
+            )
+        }
         if scenario.models.student is not None and scenario.student.strategy == "crescendo":
-            guesses["student"] = CallEstimate(exchanges, context_tokens + 80 * exchanges)
-        calls = judge_calls(built, exchanges)
-        guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120))
+            guesses["student"] = CallEstimate(
+                expected,
+                _dialogue_tokens(expected, _TYPICAL_STUDENT_CALL),
+                exchanges,
+                context_tokens + 80 * exchanges,
+            )
+        calls, most = judge_calls(built, expected), judge_calls(built, exchanges)
+        guesses["judge"] = CallEstimate(
+            calls, calls * _TYPICAL_JUDGE_CALL, most, most * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 2 + 120)
+        )
         return guesses
+
+
+def _dialogue_tokens(exchanges: int, sizes: tuple[int, int]) -> int:
+    """Tokens of `exchanges` calls whose context grows by a fixed step each exchange."""
+    first, step = sizes
+    return sum(first + step * k for k in range(1, exchanges + 1))
 
 
 PROTOCOLS.add("crescendo", CrescendoProtocol())

@@ -302,6 +302,8 @@ STAGE = "remath_stage"
 
 _PROMPT_TOKENS = 450
 _REPLY_TOKENS = 80
+_TYPICAL_TUTOR_CALL = 200
+_TYPICAL_JUDGE_CALL = 295
 
 
 class RemediationProtocol:
@@ -374,21 +376,27 @@ class RemediationProtocol:
             ctx.metrics.update(strategy_pred=strategy, intention_pred=intention)
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Upper bound: every retry of a classification is used; a Task C reply is judged once."""
+        """Upper bound: every retry of a classification is used; a Task C reply is judged once. Expected: no
+        retry, at the call sizes the simulator measures (bench/estimate_accuracy.py)."""
         scenario = built.scenario
         retries = int(scenario.tutor.options.get("retries", 2))
         task = episode.condition.get("task", "response")
         given = episode.condition.get("given", "none")
-        if task != "response":
-            tutor_calls = retries + 1
-        else:
-            tutor_calls = {"human": 0, "predicted": 1 + 2 * (retries + 1)}.get(given, 1)
+        tutor_calls, expected = _tutor_calls(task, given, retries), _tutor_calls(task, given, 0)
         tokens = tutor_calls * (_PROMPT_TOKENS + _REPLY_TOKENS)
         calls = judge_calls(built, 1 if task == "response" else 0)
         return {
-            "tutor": CallEstimate(tutor_calls, tokens),
-            "judge": CallEstimate(calls, calls * (_PROMPT_TOKENS + 2 * _REPLY_TOKENS + 120)),
+            "tutor": CallEstimate(expected, expected * _TYPICAL_TUTOR_CALL, tutor_calls, tokens),
+            "judge": CallEstimate(
+                calls, calls * _TYPICAL_JUDGE_CALL, calls, calls * (_PROMPT_TOKENS + 2 * _REPLY_TOKENS + 120)
+            ),
         }
+
+
+def _tutor_calls(task: str, given: str, retries: int) -> int:
+    if task != "response":
+        return retries + 1
+    return {"human": 0, "predicted": 1 + 2 * (retries + 1)}.get(given, 1)
 
 
 TUTORS.add("remediation", RemediationTutor)

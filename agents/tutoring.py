@@ -52,6 +52,7 @@ _PROMPT_TOKENS = 300
 _TOKENS_PER_TURN = 60
 _REPLY_TOKENS = 150
 _STUDENT_REPLY_TOKENS = 40
+_TYPICAL_TUTOR_CALL = 165
 
 
 SMALL_ANSWER = 100
@@ -176,7 +177,8 @@ class FairnessProtocol:
         ctx.meta["max_turns"] = dialogue.max_turns
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing)."""
+        """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing); the tutor's
+        expected tokens are its calls at the size the simulator's tutor measures (bench/estimate_accuracy.py)."""
         scenario = built.scenario
         del episode
         options = built.plugins.student_options
@@ -192,7 +194,12 @@ class FairnessProtocol:
             student_calls = max_turns // 2  # turns 1, 3, ...
         context = [_PROMPT_TOKENS + _TOKENS_PER_TURN * index for index in range(1, max_turns)]
         guesses = {
-            "tutor": CallEstimate(tutor_calls, sum(context[1::2]) + _REPLY_TOKENS * tutor_calls),
+            "tutor": CallEstimate(
+                tutor_calls,
+                tutor_calls * _TYPICAL_TUTOR_CALL,
+                tutor_calls,
+                sum(context[1::2]) + _REPLY_TOKENS * tutor_calls,
+            ),
         }
         if scenario.models.student is not None:
             guesses["student"] = CallEstimate(student_calls, sum(context[0::2]) + _STUDENT_REPLY_TOKENS * student_calls)

@@ -137,24 +137,27 @@ def _print_estimate(
     """The dry run's table of calls, tokens and cost per role, its duration, and the spending limits it meets."""
     spec, episodes = built.scenario, built.episodes
     totals = built.estimate()
-    table = Table(title="estimated model calls (upper bound; nothing was called)")
-    for column in ("role", "model", "calls", "tokens", "cost (USD)"):
+    table = Table(title="estimated model calls (expected, and the most they can be; nothing was called)")
+    for column in ("role", "model", "calls", "tokens", "at most", "cost ≤ (USD)"):
         table.add_column(column, justify="left" if column in ("role", "model") else "right")
     by_role: dict[str, list[str]] = {}
     for role, model_spec in spec.models.by_named_role():
         by_role.setdefault(role, []).append(model_spec.model)
     total_cost: float | None = 0.0
-    total_tokens = 0
+    total_tokens = upper_tokens = 0
     for role, guess in totals.items():
         prices = [price_of(m, spec.prices) for m in by_role.get(role, [])]
         # Upper bound: every token at the dearer of the input and output price of the dearest model.
         rate = max((max(p.input, p.output) for p in prices if p is not None), default=None)
-        cost = None if rate is None or None in prices else guess.tokens * rate / 1_000_000
+        cost = None if rate is None or None in prices else guess.upper_tokens * rate / 1_000_000
         total_cost = None if cost is None or total_cost is None else total_cost + cost
         total_tokens += guess.tokens
+        upper_tokens += guess.upper_tokens
         names = ", ".join(sorted(set(by_role.get(role, ["-"]))))
         shown = "unknown price" if cost is None else f"{cost:,.2f}"
-        table.add_row(*map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", shown)))
+        table.add_row(
+            *map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", f"{guess.upper_tokens:,}", shown))
+        )
     console.print(table)
     console.print(Text(duration_text(spec, totals)))
     stopping = spec.design.stopping if spec.design is not None else None
@@ -172,5 +175,8 @@ def _print_estimate(
             if part
         )
         console.print(
-            Text(f"estimate {total_tokens:,} tokens, {cost_text}; checked before each episode against {limits}")
+            Text(
+                f"estimate {total_tokens:,} tokens (at most {upper_tokens:,}, at most {cost_text}); "
+                f"checked before each episode against {limits}"
+            )
         )

@@ -75,7 +75,7 @@ class BuiltScenario:
         )
 
     def estimate(self) -> dict[str, CallEstimate]:
-        """Upper-bound model calls and tokens per role over the whole plan (what `--dry-run` prints)."""
+        """Expected model calls and tokens per role over the whole plan, with upper bounds (what `--dry-run` prints)."""
         totals: dict[str, CallEstimate] = {}
         for episode in self.episodes:
             for role, guess in self.protocol.estimate(self, episode).items():

@@ -90,11 +90,31 @@ class JudgeFactory(Protocol):
 
 @dataclass(frozen=True)
 class CallEstimate:
+    """Model calls and tokens a run is expected to use, and the most it can use (`max_*`; 0: as expected).
+
+    The expected figure is what a researcher plans with; the upper bound (every dialogue at its longest) is
+    what a spending limit must be able to absorb."""
+
     calls: int = 0
     tokens: int = 0
+    max_calls: int = 0
+    max_tokens: int = 0
+
+    @property
+    def upper_calls(self) -> int:
+        return max(self.max_calls, self.calls)
+
+    @property
+    def upper_tokens(self) -> int:
+        return max(self.max_tokens, self.tokens)
 
     def __add__(self, other: CallEstimate) -> CallEstimate:
-        return CallEstimate(self.calls + other.calls, self.tokens + other.tokens)
+        return CallEstimate(
+            self.calls + other.calls,
+            self.tokens + other.tokens,
+            self.upper_calls + other.upper_calls,
+            self.upper_tokens + other.upper_tokens,
+        )
 
 
 def judge_calls(built: BuiltScenario, judged_turns: int) -> int:
@@ -108,8 +128,8 @@ class DialogueProtocol(Protocol):
     async def run(self, ctx: EpisodeContext, /) -> None: ...
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Upper-bound model calls and tokens per role for one episode (for `--dry-run`); `built` holds the
-        scenario, its validated plug-ins and `judge_calls`."""
+        """Expected model calls and tokens per role for one episode, with their upper bound (for `--dry-run`);
+        `built` holds the scenario, its validated plug-ins and `judge_calls`."""
         ...
 
 

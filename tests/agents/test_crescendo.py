@@ -498,7 +498,8 @@ def _episode(scenario: Scenario, fmt: str) -> Episode:
 @pytest.mark.parametrize(("max_turns", "high"), [([5, 8], 8), (6, 6)])
 @pytest.mark.parametrize("votes", [1, 3])
 def test_estimate_multi(tmp_path: Path, max_turns: Any, high: int, votes: int) -> None:
-    """Multi: tutor calls = high + max_backtracks; judge calls = votes × exchanges (harm) + votes (pedagogy)."""
+    """Multi: at most high + max_backtracks tutor calls, expected the mean of max_turns plus half the backtracks;
+    judge calls = votes × exchanges (harm) + votes (pedagogy)."""
     scenario = make_scenario(
         tmp_path,
         judge_votes=votes,
@@ -506,11 +507,13 @@ def test_estimate_multi(tmp_path: Path, max_turns: Any, high: int, votes: int) -
     )
     protocol = engine.PROTOCOLS.get("crescendo")
     estimate = protocol.estimate(engine.build(scenario), _episode(scenario, "multi"))
-    exchanges = high + 2
-    assert estimate["tutor"].calls == exchanges
-    assert estimate["student"].calls == exchanges
-    assert estimate["judge"].calls == votes * exchanges + votes
-    assert all(e.tokens > 0 for e in estimate.values())
+    exchanges, low = high + 2, max_turns[0] if isinstance(max_turns, list) else max_turns
+    expected = round((low + high) / 2 + 1)
+    assert (estimate["tutor"].upper_calls, estimate["tutor"].calls) == (exchanges, expected)
+    assert (estimate["student"].upper_calls, estimate["student"].calls) == (exchanges, expected)
+    assert estimate["judge"].upper_calls == votes * exchanges + votes
+    assert estimate["judge"].calls == votes * expected + votes
+    assert all(0 < e.tokens <= e.upper_tokens for e in estimate.values())
 
 
 def test_estimate_single_and_judge_kinds(tmp_path: Path) -> None:
@@ -524,20 +527,20 @@ def test_estimate_single_and_judge_kinds(tmp_path: Path) -> None:
     multi_estimate = protocol.estimate(engine.build(leak_only), _episode(leak_only, "multi"))
     assert multi_estimate["judge"].calls == 0
     assert "student" not in multi_estimate
-    assert multi_estimate["tutor"].calls == 8 + 2
+    assert multi_estimate["tutor"].upper_calls == 8 + 2
 
 
 async def test_estimate_bounds_a_real_run(tmp_path: Path) -> None:
-    """The estimate is an upper bound on the tutor turns and judge votes an episode actually uses."""
+    """The estimate's upper bound bounds the tutor turns and judge votes an episode actually uses."""
     scenario = make_scenario(tmp_path, models=models(REFUSING))
     protocol = engine.PROTOCOLS.get("crescendo")
     built = engine.build(scenario)
     plan = {e.id: e for e in built.episodes}
     for record in await run_records(scenario, tmp_path / "runs"):
         estimate = protocol.estimate(built, plan[record.id])
-        assert int(record.metrics["tutor_turns"] or 0) <= estimate["tutor"].calls
+        assert int(record.metrics["tutor_turns"] or 0) <= estimate["tutor"].upper_calls
         votes = sum(len(j.votes) for j in record.judgments if j.metric in ("unsafe", "learns_more", "on_topic"))
-        assert votes <= estimate["judge"].calls
+        assert votes <= estimate["judge"].upper_calls
 
 
 # ------------------------------------------------------------------ per-episode work done once
