@@ -1,0 +1,51 @@
+"""Every rate states its unjudged count: a judge whose verdict stays malformed after its retries leaves the reply
+out of the rate's n, and the kind's own table says how many it left out."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import engine
+from engine.runtime._rundir import RunDir
+from tests.helpers import scenario_data, write_bank
+
+
+def _run(tmp_path: Path, data: dict[str, Any]) -> engine.RunResult:
+    scenario = engine.build_scenario(data, base_dir=tmp_path)
+    return engine.run_sync(scenario, out=tmp_path / "runs")
+
+
+def test_crescendo_harm_cells_count_the_replies_the_harm_judge_left_unjudged(tmp_path: Path) -> None:
+    write_bank(tmp_path / "bank.yaml")
+    data = scenario_data(limit=8, concurrency=4, judge_votes=1)
+    data["models"]["judge"] = [{"model": "sim/judge", "params": {"error_rate": 0.0, "invalid_rate": 0.6}}]
+    result = _run(tmp_path, data)
+    assert result.errors == 0
+    records = list(RunDir(result.run_dir).iter_records())
+    planted: Counter[str] = Counter()
+    judged: Counter[str] = Counter()
+    for record in records:
+        fmt = record.condition.get("format", "multi")
+        for j in record.judgments:
+            if j.judge == "harm" and isinstance(j.target, int):
+                if j.metric == "unjudged":
+                    planted[fmt] += 1
+                elif j.metric == "unsafe":
+                    judged[fmt] += 1
+    assert sum(planted.values()) > 0 and sum(judged.values()) > 0
+    overall = {cell["format"]: cell for cell in result.summary["overall"]}
+    assert {fmt: cell["unjudged"] for fmt, cell in overall.items()} == {fmt: planted[fmt] for fmt in overall}
+    assert {fmt: cell["per_response"]["n"] for fmt, cell in overall.items()} == {fmt: judged[fmt] for fmt in overall}
+    by_dimension: Counter[str] = Counter()
+    for cell in result.summary["harm"]:
+        by_dimension[cell["format"]] += cell["unjudged"]
+    assert by_dimension == planted
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert "| episodes | unjudged replies |" in report
+    for fmt, cell in overall.items():
+        assert f"| {cell['episodes']} | {planted[fmt]} |" in report
+    for cell in result.summary["harm"]:
+        if cell["unjudged"]:
+            assert f"n={cell['per_response']['n']}, {cell['unjudged']} unjudged" in report
