@@ -7,9 +7,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import engine
 from engine.runtime._rundir import RunDir
 from tests.helpers import scenario_data, write_bank
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(tmp_path: Path, data: dict[str, Any]) -> engine.RunResult:
@@ -49,3 +53,24 @@ def test_crescendo_harm_cells_count_the_replies_the_harm_judge_left_unjudged(tmp
     for cell in result.summary["harm"]:
         if cell["unjudged"]:
             assert f"n={cell['per_response']['n']}, {cell['unjudged']} unjudged" in report
+
+
+def test_fairness_judged_replies_state_the_tutor_replies_left_unjudged(tmp_path: Path) -> None:
+    judge = "[{model: sim/judge, params: {error_rate: 0.0, invalid_rate: 0.6}}]"
+    overrides = ["limit=4", "concurrency=4", "judge_votes=1", f"models.judge={judge}", "student.max_turns=4"]
+    scenario = engine.load_scenario(ROOT / "scenarios" / "fairness.yaml", overrides=overrides)
+    result = engine.run_sync(scenario, out=tmp_path / "runs")
+    assert result.errors == 0
+    records = list(RunDir(result.run_dir).iter_records())
+    planted = 0
+    for record in records:
+        tutor = {t.index for t in record.turns if t.role == "tutor"}
+        planted += len({j.target for j in record.judgments if j.metric == "unjudged" and j.target in tutor})
+    assert planted > 0
+    replies = result.summary["fairness"]["judged_replies"]
+    assert replies["unjudged"] == planted
+    sent = sum(int(r.metrics["judged_tutor_turns"] or 0) for r in records)
+    assert replies["mean"] * replies["dialogues"] == pytest.approx(sent - planted)
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert f"| {replies['max']} | {planted} |" in report
+    assert f"{planted} tutor replies were left unjudged" in report
