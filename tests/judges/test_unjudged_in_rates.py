@@ -74,3 +74,33 @@ def test_fairness_judged_replies_state_the_tutor_replies_left_unjudged(tmp_path:
     report = (result.run_dir / "report.md").read_text(encoding="utf-8")
     assert f"| {replies['max']} | {planted} |" in report
     assert f"{planted} tutor replies were left unjudged" in report
+
+
+def test_cases_success_and_deescalation_rows_state_the_unjudged(tmp_path: Path) -> None:
+    judge = "[{model: sim/judge, params: {error_rate: 0.0, invalid_rate: 0.6}}]"
+    overrides = ["limit=60", "replicates=1", "judge_votes=1", f"models.judge={judge}"]
+    scenario = engine.load_scenario(ROOT / "scenarios" / "casebench.yaml", overrides=overrides)
+    result = engine.run_sync(scenario, out=tmp_path / "runs")
+    assert result.errors == 0
+    records = list(RunDir(result.run_dir).iter_records())
+    left_open: Counter[str] = Counter()
+    left_dialogues = 0
+    for r in records:
+        unjudged = {j.target for j in r.judgments if j.metric == "unjudged"}
+        turn = r.metrics.get("response_turn")
+        if r.metrics.get("task") == "open" and r.judgment("case_success", turn) is None and turn in unjudged:
+            left_open[str(r.metrics.get("response"))] += 1
+        if r.metrics.get("task") == "interactive" and r.judgment("deescalated", "conversation") is None:
+            left_dialogues += "conversation" in unjudged
+    assert sum(left_open.values()) > 0 and left_dialogues > 0
+    cases = result.summary["cases"]
+    overall = {row["response"]: row for row in cases["success"] if row["challenge_type"] == "all"}
+    assert overall["overall"]["unjudged"] == sum(left_open.values())
+    for response, n in left_open.items():
+        assert overall[response]["unjudged"] == n
+    pooled = next(row for row in cases["deescalation"] if row["by"] == "challenge_type" and row["group"] == "all")
+    assert pooled["unjudged"] == left_dialogues
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    row = overall["overall"]
+    assert f"({row['k']}/{row['n']}), {row['unjudged']} unjudged" in report
+    assert f"({pooled['k']}/{pooled['n']}), {left_dialogues} unjudged" in report
