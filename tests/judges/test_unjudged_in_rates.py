@@ -88,7 +88,12 @@ def test_cases_success_and_deescalation_rows_state_the_unjudged(tmp_path: Path) 
     for r in records:
         unjudged = {j.target for j in r.judgments if j.metric == "unjudged"}
         turn = r.metrics.get("response_turn")
-        if r.metrics.get("task") == "open" and r.judgment("case_success", turn) is None and turn in unjudged:
+        if (
+            r.metrics.get("task") == "open"
+            and isinstance(turn, int)
+            and r.judgment("case_success", turn) is None
+            and turn in unjudged
+        ):
             left_open[str(r.metrics.get("response"))] += 1
         if r.metrics.get("task") == "interactive" and r.judgment("deescalated", "conversation") is None:
             left_dialogues += "conversation" in unjudged
