@@ -109,3 +109,24 @@ def test_cases_success_and_deescalation_rows_state_the_unjudged(tmp_path: Path) 
     row = overall["overall"]
     assert f"({row['k']}/{row['n']}), {row['unjudged']} unjudged" in report
     assert f"({pooled['k']}/{pooled['n']}), {left_dialogues} unjudged" in report
+
+
+def test_remath_conditions_state_the_replies_left_unjudged(tmp_path: Path) -> None:
+    judge = "[{model: sim/judge, params: {error_rate: 0.0, invalid_rate: 0.6}}]"
+    overrides = ["limit=40", "judge_votes=1", f"models.judge={judge}"]
+    scenario = engine.load_scenario(ROOT / "scenarios" / "remath.yaml", overrides=overrides)
+    result = engine.run_sync(scenario, out=tmp_path / "runs")
+    assert result.errors == 0
+    planted: Counter[str] = Counter()
+    for r in RunDir(result.run_dir).iter_records():
+        if r.condition.get("task", "response") == "response":
+            planted[str(r.condition.get("given"))] += any(
+                j.metric == "unjudged" and isinstance(j.target, int) for j in r.judgments
+            )
+    assert sum(planted.values()) > 0
+    rows = {row["given"]: row for row in result.summary["remath"]["conditions"]}
+    assert {given: row["unjudged"] for given, row in rows.items()} == {given: planted[given] for given in rows}
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert "| replies | unjudged replies |" in report
+    for row in rows.values():
+        assert f"| {row['replies']} | {row['unjudged']} |" in report
