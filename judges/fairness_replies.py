@@ -20,8 +20,7 @@ def _judged(record: EpisodeRecord) -> int:
 
 def unjudged_tutor_replies(record: EpisodeRecord) -> int:
     """Tutor replies some judge never gave a valid verdict on: every per-turn rate of the dialogue leaves them out."""
-    tutor = {t.index for t in record.turns if t.role == "tutor"}
-    return len({j.target for j in record.judgments if j.metric == UNJUDGED and j.target in tutor})
+    return len({j.target for j in record.judgments if j.metric == UNJUDGED and isinstance(j.target, int)})
 
 
 def judged_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any] | None:
