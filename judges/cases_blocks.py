@@ -41,10 +41,11 @@ _MCQ_OPTIONS = "options chosen by simrun's heuristic, not the paper's LLM select
 
 
 def rate_cell(row: ClusteredRateSummary | None) -> str:
-    """ "rate [low, high] (k/n)", or "–" without data."""
+    """ "rate [low, high] (k/n)", then ", 2 unjudged" when a judge left some out of n; "–" without data."""
     if row is None or row.rate is None or row.low is None or row.high is None:
         return "–"
-    return f"{row.rate:.0%} [{row.low:.0%}, {row.high:.0%}] ({row.k}/{row.n})"
+    left = getattr(row, "unjudged", 0)
+    return f"{row.rate:.0%} [{row.low:.0%}, {row.high:.0%}] ({row.k}/{row.n})" + (f", {left} unjudged" if left else "")
 
 
 def _dot(row: ClusteredRateSummary | None, *, highlight: bool = False) -> Dot | None:

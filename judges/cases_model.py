@@ -30,6 +30,8 @@ class SuccessRow(ClusteredRateSummary, _Group):
     """Open responses with at least one checklist criterion held; `response` "overall" pools both types."""
 
     model_config = SUMMARY_CONFIG
+    unjudged: int = 0
+    """Responses whose checklist judge gave no valid verdict after retries: left out of n."""
 
 
 class CriteriaRow(_Group):
@@ -85,6 +87,8 @@ class _DeescalationKeys(BaseModel):
 
 class DeescalationRow(ClusteredRateSummary, _DeescalationKeys):
     model_config = SUMMARY_CONFIG
+    unjudged: int = 0
+    """Dialogues whose de-escalation judge gave no valid verdict after retries: left out of n."""
 
 
 class RecoveryRow(BaseModel):

@@ -18,12 +18,13 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine import (
     SUMMARIZERS,
+    UNJUDGED,
     Block,
     BlockSummarizer,
     EpisodeRecord,
@@ -80,6 +81,11 @@ def open_scores(record: EpisodeRecord) -> tuple[float | None, float | None, str]
     )
 
 
+def unjudged_at(record: EpisodeRecord, target: object) -> bool:
+    """Whether a judge left `target` (the response turn, or "conversation") without a valid verdict."""
+    return any(j.metric == UNJUDGED and j.target == target for j in record.judgments)
+
+
 def _challenge(record: EpisodeRecord) -> str:
     return str(record.meta.get("challenge_type") or record.meta.get("domain") or "unknown")
 
@@ -127,18 +133,23 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
     @staticmethod
     def _success(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
         cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        left: Counter[tuple[str, str, str]] = Counter()
         for r in records:
             success, _, _ = open_scores(r)
-            if success is None:
-                continue
             response, reference = str(r.metrics.get("response")), str(r.metrics.get("reference"))
-            for challenge in (_challenge(r), ALL):
-                for column in (response, OVERALL):
-                    cells[(challenge, column, reference)][r.item_id].append(success)
+            keys = [
+                (challenge, column, reference) for challenge in (_challenge(r), ALL) for column in (response, OVERALL)
+            ]
+            if success is None:
+                left.update(keys if unjudged_at(r, r.metrics.get("response_turn")) else [])
+                continue
+            for key in keys:
+                cells[key][r.item_id].append(success)
         rows = []
         for (challenge, response, reference), by_case in sorted(cells.items()):
             found = _clustered(by_case, derive_seed(seed, "success", challenge, response, reference))
             rows.append({"challenge_type": challenge, "response": response, "reference": reference, **found})
+            rows[-1]["unjudged"] = left[(challenge, response, reference)]
         return rows
 
     @staticmethod
@@ -267,19 +278,22 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
     @staticmethod
     def _deescalation(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
         groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        left: Counter[tuple[str, str]] = Counter()
         for r in records:
             judged = r.judgment("deescalated", "conversation")
             value = _number(judged.value) if judged else None
-            if value is None:
-                continue
             success = open_scores(r)[0]
             first = "all" if success is None else ("first response succeeded" if success else "first response failed")
-            groups[("challenge_type", _challenge(r))][r.item_id].append(value)
-            groups[("challenge_type", ALL)][r.item_id].append(value)
-            if success is not None:
-                groups[("first_response", first)][r.item_id].append(value)
+            keys = [("challenge_type", _challenge(r)), ("challenge_type", ALL)]
+            keys += [("first_response", first)] if success is not None else []
+            if value is None:
+                left.update(keys if unjudged_at(r, "conversation") else [])
+                continue
+            for key in keys:
+                groups[key][r.item_id].append(value)
         return [
             {"by": by, "group": group, **_clustered(by_case, derive_seed(seed, "deescalation", by, group))}
+            | {"unjudged": left[(by, group)]}
             for (by, group), by_case in sorted(groups.items())
         ]
 

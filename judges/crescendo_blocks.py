@@ -95,6 +95,11 @@ def _exposure(cell: FormatCell | None) -> str | None:
     return None if cell is None or cell.exposure is None else f"{cell.exposure:.1f} replies"
 
 
+def _unjudged(cell: FormatCell | None, unit: str = "") -> str:
+    """`, 2 unjudged` after a rate whose n leaves out replies the harm judge never gave a valid verdict on."""
+    return f", {cell.unjudged}{unit} unjudged" if cell is not None and cell.unjudged else ""
+
+
 def _percent(value: float | None, digits: int = 1) -> str | None:
     return None if value is None else f"{value:.{digits}%}"
 
@@ -120,7 +125,8 @@ def _harm_table(view: _View) -> Table:
     for dimension in view.dimensions:
         single, multi = view.harm.get((dimension, "single")), view.harm.get((dimension, "multi"))
         per = [c.per_response if c else None for c in (single, multi)] + [multi.per_conversation if multi else None]
-        cells = tuple(Brief(_rate(r), _compact_rate(r)) for r in per)
+        left = [_unjudged(single), _unjudged(multi), _unjudged(multi, " replies")]
+        cells = tuple(Brief(_rate(r) + k, _compact_rate(r) + k) for r, k in zip(per, left, strict=True))
         rows.append((view.name(dimension), *cells, _exposure(multi), _delta(view.amplification[(dimension, None)])))
     return Table(
         (
@@ -405,9 +411,9 @@ def _backtracks(view: _View) -> Section:
 
 def _overall(view: _View) -> Section:
     overall = Table(
-        ("format", "per reply", "per dialogue", "exposure", "episodes"),
+        ("format", "per reply", "per dialogue", "exposure", "episodes", "unjudged replies"),
         tuple(
-            (c.format, _rate(c.per_response), _rate(c.per_conversation), _exposure(c), c.episodes)
+            (c.format, _rate(c.per_response), _rate(c.per_conversation), _exposure(c), c.episodes, c.unjudged)
             for c in view.s.overall
         ),
         title="Overall",

@@ -47,6 +47,9 @@ class FormatCell(BaseModel):
     per_conversation: RateSummary
     exposure: float | None
     """Mean judged generated replies per dialogue."""
+    unjudged: int = 0
+    """Generated replies the harm judge left unjudged (no valid verdict after retries); every rate here leaves them
+    out of its n."""
     backtracked: Backtracked
     format: str
 

@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from engine import (
     SUMMARIZERS,
+    UNJUDGED,
     Block,
     BlockSummarizer,
     EpisodeRecord,
@@ -44,7 +45,7 @@ from .crescendo_model import CrescendoSummary
 from .protocols import crescendo_protocol
 from .votes import unanimous
 
-__all__ = ("HIGH_HARM", "CrescendoSummarizer", "ReplyHarm", "format_rate", "reply_harm")
+__all__ = ("HIGH_HARM", "CrescendoSummarizer", "ReplyHarm", "format_rate", "reply_harm", "unjudged_replies")
 
 FORMATS = ("single", "multi")
 SINGLE_METRICS = ("gives_away_answer", "challenges_learner", "on_topic")
@@ -87,6 +88,11 @@ def reply_harm(record: EpisodeRecord, metric: str = "unsafe") -> ReplyHarm:
         tuple(v for _, v in sorted(hidden)),
         tuple(v for _, v in sorted(shown + hidden)),
     )
+
+
+def unjudged_replies(record: EpisodeRecord, judge: str = "harm") -> int:
+    """Tutor replies `judge` never gave a valid verdict on: the rates leave them out, so each cell states them."""
+    return sum(1 for j in record.judgments if j.metric == UNJUDGED and j.judge == judge and isinstance(j.target, int))
 
 
 def _conversation_value(record: EpisodeRecord, metric: str) -> Any:
@@ -147,6 +153,7 @@ class _Cells:
             "per_visible_reply": visible.as_dict(),
             "per_conversation": rate(sum(1 for h in harms if any(h.generated)), len(harms)).as_dict(),
             "exposure": sum(judged) / len(judged) if judged else None,
+            "unjudged": sum(unjudged_replies(r) for r in group),
             "backtracked": {"replies": len(hidden), "unsafe": sum(hidden)},
         }
 

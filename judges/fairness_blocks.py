@@ -250,6 +250,18 @@ def _null_rows(data: FairnessResults) -> list[tuple[BlockCell, ...]]:
     ]
 
 
+def _unjudged_note(data: FairnessResults) -> list[Block]:
+    left = data.judged_replies.unjudged if data.judged_replies else 0
+    if not left:
+        return []
+    return [
+        Note(
+            f"{left} tutor replies were left unjudged (no valid verdict after retries): every per-turn rate "
+            "and every |r| here leaves them out."
+        )
+    ]
+
+
 def _mean_tables(data: FairnessResults) -> Section:
     intro = Note(
         "Cell = mean |r| over a dimension's contrasts (its pairs for three or more levels; Correct and Wrong for "
@@ -261,7 +273,7 @@ def _mean_tables(data: FairnessResults) -> Section:
         f"≥: EduFair's |r| ≥ {MEANINGFUL_R:.2f} mark, shown only where the mean could resolve 0.10 (its null's "
         "95% range lies below 0.10); a descriptive mark, never a verdict. * marks a cell holding a finding."
     )
-    body: list[Block] = [intro, *(_mean_table(data, d, c) for d, c in _domain_channels(data))]
+    body: list[Block] = [intro, *_unjudged_note(data), *(_mean_table(data, d, c) for d, c in _domain_channels(data))]
     aggregates = data.mean_abs_r.aggregates
     if aggregates:
         table = Table(
@@ -488,8 +500,8 @@ def _judged_replies(replies: JudgedReplies | None) -> list[Block]:
     if replies is None:
         return []
     table = Table(
-        ("dialogues", "mean", "fewest", "most"),
-        ((replies.dialogues, f"{replies.mean:.2f}", replies.min, replies.max),),
+        ("dialogues", "mean", "fewest", "most", "unjudged replies"),
+        ((replies.dialogues, f"{replies.mean:.2f}", replies.min, replies.max, replies.unjudged),),
         title="Judged tutor replies per dialogue",
         key="judged-replies",
     )

@@ -215,6 +215,8 @@ class JudgedReplies(BaseModel):
     mean: float
     min: int
     max: int
+    unjudged: int = 0
+    """Tutor replies left unjudged (a judge's verdict stayed invalid after retries), out of every per-turn rate."""
 
 
 class FairnessResults(BaseModel):

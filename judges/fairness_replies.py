@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine import EpisodeRecord
+from engine import UNJUDGED, EpisodeRecord
 
-__all__ = ("judged_replies",)
+__all__ = ("judged_replies", "unjudged_tutor_replies")
 
 
 def _judged(record: EpisodeRecord) -> int:
@@ -18,9 +18,22 @@ def _judged(record: EpisodeRecord) -> int:
     return len({j.target for j in record.judgments if isinstance(j.target, int)})  # fairness judges tutor turns only
 
 
+def unjudged_tutor_replies(record: EpisodeRecord) -> int:
+    """Tutor replies some judge never gave a valid verdict on: every per-turn rate of the dialogue leaves them out."""
+    return len({j.target for j in record.judgments if j.metric == UNJUDGED and isinstance(j.target, int)})
+
+
 def judged_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any] | None:
-    """Dialogues, and the mean, fewest and most judged tutor replies per dialogue (None without dialogues)."""
-    counts = [_judged(r) for r in records]
+    """Dialogues, the mean, fewest and most judged tutor replies per dialogue, and the replies left unjudged in all
+    (None without dialogues)."""
+    unjudged = [unjudged_tutor_replies(r) for r in records]
+    counts = [_judged(r) - left for r, left in zip(records, unjudged, strict=True)]
     if not counts:
         return None
-    return {"dialogues": len(counts), "mean": sum(counts) / len(counts), "min": min(counts), "max": max(counts)}
+    return {
+        "dialogues": len(counts),
+        "mean": sum(counts) / len(counts),
+        "min": min(counts),
+        "max": max(counts),
+        "unjudged": sum(unjudged),
+    }

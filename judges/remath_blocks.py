@@ -169,11 +169,14 @@ def _confusion(row: LabelAgreement) -> Section:
 def _conditions(data: RemathResults) -> list[Block]:
     rows = data.conditions
     numbers = Table(
-        ("given", "against", "replies", *SCORES),
-        tuple((_row_name(r.given), r.against, r.replies, *(_interval(r.score(m)) for m in SCORES)) for r in rows),
+        ("given", "against", "replies", "unjudged replies", *SCORES),
+        tuple(
+            (_row_name(r.given), r.against, r.replies, r.unjudged, *(_interval(r.score(m)) for m in SCORES))
+            for r in rows
+        ),
         title=f"ReMath Task C (Table 3): reply vs {_baseline(data)} (−2..2, both orders; 95% CI)",
         key="remath-conditions",
-        console_columns=("given", *SCORES),
+        console_columns=("given", *SCORES, *(("unjudged replies",) if any(r.unjudged for r in rows) else ())),
     )
     forest = Forest(
         tuple(

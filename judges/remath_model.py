@@ -79,6 +79,8 @@ class Condition(BaseModel):
     model_config = _STRICT
     given: str
     replies: int
+    unjudged: int = 0
+    """Replies some judge (pairwise, answer leak or strategy) never gave a valid verdict on after retries."""
     usefulness: MeanInterval
     care: MeanInterval
     human: MeanInterval

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import (
     SUMMARIZERS,
+    UNJUDGED,
     Block,
     BlockSummarizer,
     EpisodeRecord,
@@ -93,6 +94,11 @@ def _reply_turn(record: EpisodeRecord) -> int | None:
     return tutor[-1] if tutor else None
 
 
+def _unjudged(record: EpisodeRecord) -> bool:
+    """Whether some judge gave the tutor's reply no valid verdict: each score of the row then leaves it out."""
+    return any(j.metric == UNJUDGED and isinstance(j.target, int) for j in record.judgments)
+
+
 def _judgment_values(record: EpisodeRecord, metric: str) -> list[Any]:
     return [j.value for j in record.judgments if j.metric == metric and isinstance(j.target, int)]
 
@@ -138,7 +144,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
         columns: dict[str, dict[str, list[float]]] = defaultdict(dict)
         for given in givens:
             group = [r for r in replies if r.condition.get("given") == given]
-            row: dict[str, Any] = {"given": given, "replies": len(group)}
+            row: dict[str, Any] = {"given": given, "replies": len(group), "unjudged": sum(map(_unjudged, group))}
             for metric in _SCORES:
                 by_item: dict[str, list[float]] = defaultdict(list)
                 for r in group:

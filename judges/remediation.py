@@ -25,7 +25,17 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine import JUDGES, EpisodeContext, EpisodeRecord, JudgeError, Judgment, agreement, label_entropy, label_shares
+from engine import (
+    JUDGES,
+    EpisodeContext,
+    EpisodeRecord,
+    JudgeError,
+    Judgment,
+    Unjudged,
+    agreement,
+    label_entropy,
+    label_shares,
+)
 from personas.remath import ERROR_TYPES, INTENTIONS, STRATEGIES
 
 from .llm import RubricJudge, RubricOptions, collect_votes
@@ -162,22 +172,28 @@ class PairwiseJudge(RubricJudge):
         history = _history(ctx, target)
         topic = ctx.episode.item.data.get("topic", "")
         results: dict[str, list[PairwiseVerdict]] = {}
+        unjudged: list[Unjudged] = []
 
         async def ask(order: str, a: str, b: str) -> None:
             user = f"Lesson topic: {topic}\n\nConversation:\n{history}\n\nResponse A:\n{a}\n\nResponse B:\n{b}"
-            results[order] = await collect_votes(
-                ctx,
-                task="remath_pairwise",
-                target=f"{target}:{order}",
-                messages=[{"role": "system", "content": _PAIRWISE_PROMPT}, {"role": "user", "content": user}],
-                schema=PairwiseVerdict,
-                data={"a": a, "b": b, "order": order},
-                retries=self.options.retries,
-            )
+            try:
+                results[order] = await collect_votes(
+                    ctx,
+                    task="remath_pairwise",
+                    target=f"{target}:{order}",
+                    messages=[{"role": "system", "content": _PAIRWISE_PROMPT}, {"role": "user", "content": user}],
+                    schema=PairwiseVerdict,
+                    data={"a": a, "b": b, "order": order},
+                    retries=self.options.retries,
+                )
+            except Unjudged as exc:  # raised here it would reach the episode wrapped in a group, as an error
+                unjudged.append(exc)
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask, "reply_second", other, reply)
             group.start_soon(ask, "reply_first", reply, other)
+        if unjudged:
+            raise Unjudged("; ".join(sorted(str(exc) for exc in unjudged)))
         found = combine_orders(results["reply_second"], results["reply_first"], judge=self.name, target=target)
         return [*found, Judgment(judge=self.name, metric="pairwise_against", target=target, value=self.against)]
 

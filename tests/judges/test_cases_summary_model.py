@@ -57,7 +57,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
         "case_recovery",
         "skipped",
     ]
-    assert list(cases["success"][0]) == ["challenge_type", "response", "reference", *CLUSTERED]
+    assert list(cases["success"][0]) == ["challenge_type", "response", "reference", *CLUSTERED, "unjudged"]
     assert list(cases["criteria"][0]) == ["challenge_type", "response", "reference", "responses", "mean_rate"] + [
         "criteria_held",
         "criteria",
@@ -69,7 +69,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
     gain = ["metric", "response", "mean_retrieved", "mean_none", "gain"]
     located = ["estimate", "differing", "ci_method", "degenerate", "direction_disagrees"]
     assert list(cases["reference_gain"][0]) == [*gain, *CONTRAST, "violation", *located, "p_family"]
-    assert list(cases["deescalation"][0]) == ["by", "group", *CLUSTERED]
+    assert list(cases["deescalation"][0]) == ["by", "group", *CLUSTERED, "unjudged"]
     distinct = [f"distinct_{n}" for n in (1, 2, 3, 4, 5)]
     assert list(cases["diversity"][0]) == ["response", "reference", "responses", *distinct, "top_4gram"] + [
         "top_4gram_share"

@@ -14,7 +14,16 @@ from judges.crescendo_model import CrescendoSummary
 from judges.crescendo_summary import CrescendoSummarizer
 from tests.helpers import make_scenario
 
-CELL = ["episodes", "per_response", "per_visible_reply", "per_conversation", "exposure", "backtracked", "format"]
+CELL = [
+    "episodes",
+    "per_response",
+    "per_visible_reply",
+    "per_conversation",
+    "exposure",
+    "unjudged",
+    "backtracked",
+    "format",
+]
 CLUSTERED = ["k", "n", "clusters", "rate", "low", "high", "method"]
 WILSON = ["k", "n", "rate", "low", "high"]
 
