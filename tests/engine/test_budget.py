@@ -79,5 +79,5 @@ def test_dry_run_shows_the_estimate_the_budget_is_checked_against(
     path.write_text(yaml.safe_dump(scenario_data()), encoding="utf-8")
     assert main([str(path), "--dry-run", "--max-cost", "2", "--out", str(tmp_path / "runs")]) == 0
     printed = capsys.readouterr().out
-    assert "cost (USD)" in printed and "checked before each episode against --max-cost $2.00" in printed
+    assert "cost ≤ (USD)" in printed and "checked before each episode against --max-cost $2.00" in printed
     assert not (tmp_path / "runs").exists()
