@@ -26,7 +26,7 @@ $(RUNTIME): pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(DEV): $(RUNTIME)
-	@echo "==> [3/3] installing the extras $(EXTRAS): pytest, hypothesis, mypy, ruff, playwright, matplotlib (dev), Ray (ray)"
+	@echo "==> [3/3] installing the extras $(EXTRAS) (dev: pytest, hypothesis, mypy, ruff, playwright, matplotlib; ray: Ray)"
 	$(PIP) -e '.[$(EXTRAS)]'
 	@touch $@
 
