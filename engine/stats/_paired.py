@@ -286,16 +286,21 @@ def bootstrap_r_interval(
     if np.all(values == values[0]):
         r = float(_pratt_r(values))
         return r, r
-    interval = stats.bootstrap(
+    interval = _r_bootstrap(values, "percentile", seed=seed, confidence=confidence, n_boot=n_boot)
+    return float(interval.low), float(interval.high)
+
+
+def _r_bootstrap(values: FloatArray, method: str, *, seed: int, confidence: float, n_boot: int) -> Any:
+    """scipy's bootstrap interval of r over pairs by `method` (percentile, or BCa where percentile collapses)."""
+    return stats.bootstrap(
         (values,),
         _bootstrap_statistic,
         n_resamples=n_boot,
-        method="percentile",
+        method=method,
         confidence_level=confidence,
         vectorized=True,
         rng=np.random.default_rng(seed),
     ).confidence_interval
-    return float(interval.low), float(interval.high)
 
 
 def hodges_lehmann(d: Sequence[float] | FloatArray) -> float | None:
@@ -352,15 +357,7 @@ def r_interval(
     low, high = bootstrap_r_interval(values, seed=seed, confidence=confidence, n_boot=n_boot)
     if high > low:
         return RInterval(low, high, "percentile", mostly_ties)
-    bca = stats.bootstrap(
-        (values,),
-        _bootstrap_statistic,
-        n_resamples=n_boot,
-        method="BCa",
-        confidence_level=confidence,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    ).confidence_interval
+    bca = _r_bootstrap(values, "BCa", seed=seed, confidence=confidence, n_boot=n_boot)
     if np.isfinite(bca.low) and np.isfinite(bca.high) and bca.high > bca.low:
         return RInterval(float(bca.low), float(bca.high), "bca", True)
     low, high = _sign_interval(values, confidence)
