@@ -32,6 +32,20 @@ MESSAGES = [
 ]
 
 
+def _fairness(max_turns: int) -> dict[str, Any]:
+    """A small fairness scenario on the bank, the tutor left for the test to set."""
+    return {
+        "name": "fair",
+        "kind": "fairness",
+        "seed": 3,
+        "factors": {},
+        "items": [{"source": "bank", "path": "bank.yaml"}],
+        "student": {"strategy": "persona", "max_turns": max_turns},
+        "judges": ["turn_quality", "conversation_stats"],
+        "models": {"student": "sim/student", "judge": ["sim/judge"]},
+    }
+
+
 def _tutor_says(body: dict[str, Any]) -> str:
     return f"Turn {len(body['messages'])}: not quite. What is 6 x 10, then take one 6 away?"
 
@@ -105,16 +119,7 @@ def test_a_run_with_an_anthropic_tutor_completes_and_keeps_the_key_out(
         tutor = {"model": "anthropic/claude-fake", "base_url": fake.base_url, "api_key_env": KEY_ENV}
         data = scenario_data(limit=6, concurrency=3)
         if kind == "fairness":
-            data = {
-                "name": "fair",
-                "kind": "fairness",
-                "seed": 3,
-                "factors": {},
-                "items": [{"source": "bank", "path": "bank.yaml"}],
-                "student": {"strategy": "persona", "max_turns": 6},
-                "judges": ["turn_quality", "conversation_stats"],
-                "models": {"student": "sim/student", "judge": ["sim/judge"]},
-            }
+            data = _fairness(max_turns=6)
         data["models"]["tutor"] = tutor
         data["prices"] = {"anthropic/claude-fake": {"input": 3.0, "output": 15.0}}
         code = main([str(_write(tmp_path, data)), "--out", str(tmp_path / "runs"), "--max-cost", "50"])
@@ -196,16 +201,7 @@ def test_a_run_with_a_litellm_tutor_completes(tmp_path: Path, capsys: pytest.Cap
         tutor = {"model": "litellm/openai/fake-model", "base_url": fake.base_url}
         data = scenario_data(limit=4, concurrency=2)
         if kind == "fairness":
-            data = {
-                "name": "fair",
-                "kind": "fairness",
-                "seed": 3,
-                "factors": {},
-                "items": [{"source": "bank", "path": "bank.yaml"}],
-                "student": {"strategy": "persona", "max_turns": 4},
-                "judges": ["turn_quality", "conversation_stats"],
-                "models": {"student": "sim/student", "judge": ["sim/judge"]},
-            }
+            data = _fairness(max_turns=4)
         data["models"]["tutor"] = tutor
         code = main([str(_write(tmp_path, data)), "--out", str(tmp_path / "runs")])
         calls = len(fake.seen)
