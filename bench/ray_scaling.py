@@ -95,7 +95,7 @@ async def _rate(per_second: float, window_s: float, workers: int, executor: str)
 
     import anyio
 
-    from engine.tools._serve import LoopbackServer, ServeOptions
+    from engine.tools.serve._server import LoopbackServer, ServeOptions
 
     os.environ.setdefault("SIMRUN_BENCH_KEY", "sk-bench-not-a-real-key")
     samples: list[tuple[float, int]] = []

@@ -23,7 +23,7 @@ from .core._templates import check_template, render
 from .core._text import brief, content_words, mentions_answer, numbers_in, parse_json_object, word_count
 from .models._client import CallStats, ModelClient
 from .models._provider import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
-from .models._sim import (
+from .models.sim._provider import (
     ACTION_PATTERN,
     ENCOURAGEMENT_MARKERS,
     RECOGNITION_MARKERS,
@@ -33,7 +33,7 @@ from .models._sim import (
     last_message,
     wrong_numbers,
 )
-from .models._sim_tasks import sim_knobs, sim_task
+from .models.sim._tasks import sim_knobs, sim_task
 from .report._blocks import (
     SIMRUN_ADDITION,
     Block,
@@ -110,8 +110,8 @@ from .stats._paired import (
 )
 from .stats._power import detectable_r, items_for_r
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
-from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools._run import RunHandle, RunOptions, open_run, run, run_sync
+from .tools.calibrate._labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
 from .tools.loadtest._records import RequestRecord
 from .tools.loadtest._run import LoadResult, rebuild_summary, run_load

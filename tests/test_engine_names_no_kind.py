@@ -15,8 +15,8 @@ from pathlib import Path
 
 import engine
 from engine.core._registry import load_plugins
-from engine.models._sim_tasks import SIM_TASKS
-from engine.tools._calibrate_labels import LABEL_SOURCES
+from engine.models.sim._tasks import SIM_TASKS
+from engine.tools.calibrate._labels import LABEL_SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_PACKAGES = ("agents", "judges", "personas")

@@ -35,7 +35,7 @@ import yaml
 from anyio.from_thread import start_blocking_portal
 
 from engine.cli._main import main
-from engine.tools._serve import LoopbackServer
+from engine.tools.serve._server import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -18,10 +18,10 @@ from engine.core._text import brief
 from engine.runtime._plugins import JUDGES
 from engine.scenario._load import parse_model_override
 from engine.scenario._spec import ModelSpec
-from engine.tools._calibrate import calibrate
-from engine.tools._calibrate_html import render_calibration_html
-from engine.tools._calibrate_labels import LABEL_SOURCES
-from engine.tools._calibrate_report import render_console, render_markdown
+from engine.tools.calibrate._html import render_calibration_html
+from engine.tools.calibrate._labels import LABEL_SOURCES
+from engine.tools.calibrate._report import render_console, render_markdown
+from engine.tools.calibrate._run import calibrate
 
 __all__ = ("calibrate_command",)
 

@@ -1,4 +1,4 @@
-"""`simrun compare RUN_A RUN_B [...]`: compare runs (engine.tools._compare) and print the headline."""
+"""`simrun compare RUN_A RUN_B [...]`: compare runs (engine.tools.compare._runs) and print the headline."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.text import Text
 
 from engine.cli._runs import RUN_DIR
 from engine.core._format import fit_to_width
-from engine.tools._compare_report import render_console, write_comparison
+from engine.tools.compare._report import render_console, write_comparison
 
 __all__ = ("compare_command",)
 
@@ -45,7 +45,7 @@ def compare_command(runs: tuple[Path, ...], out: Path | None, tutors: bool) -> i
 def _join(runs: tuple[Path, ...], target: Path) -> int:
     from engine.report._models import view_for
     from engine.runtime._plugins import SUMMARIZERS
-    from engine.tools._join import join_tutor_runs
+    from engine.tools.compare._join import join_tutor_runs
 
     summary = join_tutor_runs(runs, target)
     console = Console(soft_wrap=True)

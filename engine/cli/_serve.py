@@ -1,4 +1,4 @@
-"""`simrun serve`: run the loopback OpenAI-compatible server (engine.tools._serve) until Ctrl-C."""
+"""`simrun serve`: run the loopback OpenAI-compatible server (engine.tools.serve._server) until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from engine.core._errors import ScenarioError
 from engine.core._inputs import parse_yaml
 from engine.tools._http11 import HEADER_TIMEOUT_S, IDLE_TIMEOUT_S
-from engine.tools._serve import LoopbackServer, ServeOptions
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 
 __all__ = ("serve_command",)
 

@@ -142,6 +142,6 @@ def key_variables(specs: Sequence[ModelSpec]) -> set[str]:
 
 @PROVIDERS.register("sim")
 def _sim() -> type[ChatModel]:
-    from engine.models._sim import SimChatModel
+    from engine.models.sim._provider import SimChatModel
 
     return SimChatModel

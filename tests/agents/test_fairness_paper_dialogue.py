@@ -9,7 +9,7 @@ import pytest
 
 from agents.tutoring import FairnessProtocol
 from engine import ModelsSpec, build
-from engine.models._sim import SimChatModel
+from engine.models.sim._provider import SimChatModel
 from judges.fairness_replies import judged_replies
 from tests.agents.test_tutoring import (
     NEVER_SOLVES,

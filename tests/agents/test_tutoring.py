@@ -43,8 +43,8 @@ from engine import (
 )
 from engine.core._text import mentions_answer
 from engine.models._client import CallStats
-from engine.models._sim import SimChatModel
 from engine.models._throttle import Throttle
+from engine.models.sim._provider import SimChatModel
 from tests.helpers import write_bank
 
 TURN_METRICS = {"mistake_present", "mistake_recognize", "answer_leakage", "step_scaffolded", "actionability"}

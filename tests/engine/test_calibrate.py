@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from engine.cli._main import main
 from engine.stats._agreement import agreement, cohen_kappa, krippendorff_alpha, label_entropy
-from engine.tools._calibrate_html import render_calibration_html
+from engine.tools.calibrate._html import render_calibration_html
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"

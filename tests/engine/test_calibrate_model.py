@@ -8,10 +8,10 @@ import orjson
 import pytest
 
 from engine import ModelSpec
-from engine.tools._calibrate import calibrate
-from engine.tools._calibrate_labels import LABEL_SOURCES
-from engine.tools._calibrate_model import CalibrationReport
-from engine.tools._calibrate_report import render_markdown
+from engine.tools.calibrate._labels import LABEL_SOURCES
+from engine.tools.calibrate._model import CalibrationReport
+from engine.tools.calibrate._report import render_markdown
+from engine.tools.calibrate._run import calibrate
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"

@@ -14,8 +14,8 @@ from engine import derive_seed
 from engine.cli._main import main
 from engine.core._records import EpisodeRecord
 from engine.stats._paired import paired_contrast
-from engine.tools._compare import ALL, compare_runs
-from engine.tools._compare_report import write_comparison
+from engine.tools.compare._report import write_comparison
+from engine.tools.compare._runs import ALL, compare_runs
 from tests.helpers import ITEMS, make_scenario, write_bank
 
 

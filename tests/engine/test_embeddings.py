@@ -26,12 +26,12 @@ from engine.core._errors import ProviderError, QuotaExhausted, RateLimited, Scen
 from engine.core._records import Usage
 from engine.models._openai import OpenAIChatModel
 from engine.models._provider import ChatModel, ChatReply, ChatRequest
-from engine.models._sim import SimChatModel
-from engine.models._sim_embed import embed_texts
 from engine.models._wire import read_embeddings
+from engine.models.sim._embed import embed_texts
+from engine.models.sim._provider import SimChatModel
 from engine.scenario._spec import ModelSpec
 from engine.tools._embed import embed_all
-from engine.tools._serve import LoopbackServer, ServeOptions
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 from tests.helpers import record_retry_waits
 
 KEY_ENV = "SIMRUN_TEST_KEY"

@@ -12,7 +12,7 @@ import structlog
 
 import engine
 from engine.runtime._rundir import RunDir
-from engine.tools._serve import LoopbackServer, ServeOptions
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario
 
 KEY_ENV = "SIMRUN_FAULT_TEST_KEY"

@@ -18,8 +18,8 @@ from engine.core._records import EpisodeRecord, ErrorInfo
 from engine.models._breaker import ErrorLimit, parse_max_errors
 from engine.models._probe import ProbeFailed
 from engine.runtime._rundir import RunDir
-from engine.tools._compare import compare_runs
-from engine.tools._serve import LoopbackServer
+from engine.tools.compare._runs import compare_runs
+from engine.tools.serve._server import LoopbackServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import make_scenario
 

@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from engine.cli._main import main
-from engine.tools._join import join_tutor_runs
+from engine.tools.compare._join import join_tutor_runs
 from tests.helpers import make_scenario, scenario_data
 
 THREE: list[dict[str, Any]] = [

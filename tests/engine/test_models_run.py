@@ -18,7 +18,7 @@ from engine.report._models import view_for
 from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import RunDir
 from engine.scenario._budget import Budget
-from engine.tools._serve import LoopbackServer, ServeOptions
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario, scenario_data
 
 TWO = [

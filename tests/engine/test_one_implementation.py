@@ -20,7 +20,7 @@ ENDPOINTS = "engine/models/_endpoints.py"
 # Who wires endpoints: each imports the one module that does it.
 WIRING_USERS = {
     "runs": ("engine/runtime/_runner.py",),
-    "simrun calibrate": ("engine/tools/_calibrate.py",),
+    "simrun calibrate": ("engine/tools/calibrate/_run.py",),
     "simrun embed": ("engine/tools/_embed.py",),
     "the load tester": ("engine/tools/loadtest/_generator.py", "engine/tools/loadtest/_transport.py"),
 }
@@ -129,7 +129,7 @@ def test_the_openai_wire_format_is_written_once() -> None:
     users = (
         "engine/models/_lean.py",
         "engine/tools/loadtest/_transport.py",
-        "engine/tools/_serve.py",
+        "engine/tools/serve/_server.py",
         "tests/fakes/openai_server.py",
     )
     modules = dict(_modules())
@@ -164,8 +164,8 @@ def test_there_is_one_http_server_layer() -> None:
                 servers.append(name)
     assert foreign == [] and listening == []
     assert sorted(servers) == [
-        "engine/tools/_serve.py",
         "engine/tools/_view.py",
+        "engine/tools/serve/_server.py",
         "tests/fakes/anthropic_server.py",
         "tests/fakes/openai_server.py",
         "tests/fakes/tutor_app.py",
@@ -179,7 +179,7 @@ def test_a_rate_is_formatted_by_one_function() -> None:
 
 def _serves_the_simulator(name: str) -> bool:
     """`simrun serve` hosts the sim behind HTTP: it answers requests with it and calls no endpoint."""
-    return name.startswith("engine/tools/") and ("/_serve" in name or "/serve/" in name)
+    return name.startswith("engine/tools/serve/")
 
 
 def test_one_module_wires_endpoints() -> None:

@@ -14,8 +14,8 @@ import pytest
 import engine
 from engine.cli._main import main
 from engine.runtime._rundir import RunDir
-from engine.tools._serve import LoopbackServer, ServeOptions
-from engine.tools._serve_limits import _Window
+from engine.tools.serve._limits import _Window
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario, scenario_data, write_bank
 
 pytestmark = pytest.mark.ray

@@ -27,7 +27,7 @@ GROUPS = tuple(registry.group for registry in (*REGISTRIES, engine.PROVIDERS, RU
 _WHO_REGISTERS = """
 import json, sys
 from engine.core._registry import Registry, load_plugins
-from engine.models import _sim_tasks
+from engine.models.sim import _tasks as _sim_tasks
 found = []
 add = Registry.add
 def spy(self, name, plugin):

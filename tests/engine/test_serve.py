@@ -26,9 +26,9 @@ from engine.cli._serve import serve_command
 from engine.core._errors import ProviderError
 from engine.models._openai import OpenAIChatModel
 from engine.models._provider import ChatRequest, Message, RequestContext
-from engine.models._sim import SimChatModel
+from engine.models.sim._provider import SimChatModel
 from engine.scenario._spec import ModelSpec
-from engine.tools._serve import LoopbackServer, ServeOptions
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 
 Role = Literal["tutor", "student", "judge"]
 SYSTEM = "You are a patient maths tutor."

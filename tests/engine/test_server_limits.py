@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 import engine
-from engine.tools._serve import LoopbackServer
 from engine.tools._view import serve_report
+from engine.tools.serve._server import LoopbackServer
 from tests.helpers import make_scenario
 
 HANG_S = 60

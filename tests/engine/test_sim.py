@@ -13,7 +13,7 @@ import pytest
 
 from engine import PROVIDERS, ChatReply, ChatRequest, Item, ModelSpec, RequestContext, ScenarioError
 from engine.core._text import mentions_answer
-from engine.models._sim import REFUSAL_MARKERS, SimChatModel
+from engine.models.sim._provider import REFUSAL_MARKERS, SimChatModel
 from judges.harm import HarmVerdict
 from judges.pedagogy import MultiTurnQuality, SingleTurnQuality
 from tests.helpers import make_scenario

@@ -10,7 +10,7 @@ import sys
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.models._sim_embed import embed_text, features
+from engine.models.sim._embed import embed_text, features
 
 _TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=200)
 _WORDS_A = st.lists(st.text(alphabet="abcdef", min_size=2, max_size=8), min_size=5, max_size=30)
@@ -57,7 +57,7 @@ def test_empty_text_is_the_first_basis_vector() -> None:
 
 def test_same_vector_in_another_process() -> None:
     """No dependence on Python's per-process string hashing."""
-    code = "from engine.models._sim_embed import embed_text; print(repr(embed_text('Fractions make me cry', 32)))"
+    code = "from engine.models.sim._embed import embed_text; print(repr(embed_text('Fractions make me cry', 32)))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
     assert out.strip() == repr(embed_text("Fractions make me cry", 32))

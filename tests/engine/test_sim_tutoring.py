@@ -16,7 +16,7 @@ import pytest
 from agents.persona_sim import wrong_attempts as _wrong_attempts
 from engine import ChatReply, ChatRequest, Item, ModelSpec, RequestContext, ScenarioError
 from engine.core._text import mentions_answer, numbers_in
-from engine.models._sim import (
+from engine.models.sim._provider import (
     ENCOURAGEMENT_MARKERS,
     RECOGNITION_MARKERS,
     SimChatModel,

@@ -147,7 +147,7 @@ from engine.report._grid import GridPanel, HeatGrid
 from engine.report._histogram import Bar, BarPanel, Histogram
 from engine.report._html_blocks import html_blocks
 from engine.report._survival import Curve, CurvePoint, Survival
-import engine.tools.loadtest._html, engine.tools._compare_report
+import engine.tools.loadtest._html, engine.tools.compare._report
 from engine.report._blocks import Table
 numbers = Table(("a",), (("1",),))
 html_blocks([

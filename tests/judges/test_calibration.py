@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from agents.remath_sim import STRATEGIES, strategy_of
 from engine import Item, ModelSpec, ScenarioError
-from engine.tools._calibrate import calibrate
-from engine.tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelSet
+from engine.tools.calibrate._labels import LABEL_SOURCES, Dimension, Example, LabelSet
+from engine.tools.calibrate._run import calibrate
 from judges.calibration import BRIDGE_READERS, normalise_mrbench_label, split_history
 
 ROOT = Path(__file__).resolve().parents[2]

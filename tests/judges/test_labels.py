@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from engine import Judgment, ModelSpec, ScenarioError
 from engine.cli._main import main
-from engine.tools._calibrate import calibrate
-from engine.tools._calibrate_labels import LABEL_SOURCES
-from engine.tools._calibrate_report import render_markdown
-from engine.tools._calibrate_rows import human_rates
+from engine.tools.calibrate._labels import LABEL_SOURCES
+from engine.tools.calibrate._report import render_markdown
+from engine.tools.calibrate._rows import human_rates
+from engine.tools.calibrate._run import calibrate
 from judges.calibration import BRIDGE_LABEL_MAPS, MRBENCH_LABEL_MAPS
 from judges.labels import canonical_label, read_label_file
 

@@ -13,8 +13,8 @@ from engine import Episode, EpisodeContext, Item, JudgeError, ModelClient, Model
 from engine.core._text import mentions_answer, numbers_in
 from engine.models._client import CallStats
 from engine.models._provider import ChatReply, ChatRequest
-from engine.models._sim import SimChatModel
 from engine.models._throttle import Throttle
+from engine.models.sim._provider import SimChatModel
 from judges import TurnQualityJudge, TurnQualityVerdict, combine_turn_votes
 
 ITEM = Item(

@@ -14,7 +14,7 @@ import yaml
 from agents.cases import reference_strategies
 from engine import ITEM_SOURCES, Item, ScenarioError
 from engine.cli._main import main
-from engine.models._sim_embed import embed_text
+from engine.models.sim._embed import embed_text
 from personas.case_retrieval import case_text
 from personas.cases import Case, CaseFile, CaseSource, builtin_cases
 

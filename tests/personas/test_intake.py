@@ -14,7 +14,7 @@ import yaml
 from agents.case_tasks import Reference, task_prompt
 from engine import ITEM_SOURCES, CountedItems, Intake, build_scenario, run_sync
 from engine.cli._main import main
-from engine.tools._calibrate_labels import LABEL_SOURCES
+from engine.tools.calibrate._labels import LABEL_SOURCES
 from personas import builtin_cases, case_of, load_tutorcasebench
 from tests.helpers import ITEMS, scenario_data, write_bank
 from tests.personas.test_cases import _rubric, _scenario, write_public_fixture

@@ -27,7 +27,7 @@ from engine.core._seeds import derive_seed
 from engine.models._endpoints import open_model
 from engine.models._provider import ChatRequest, RequestContext
 from engine.models._retry import classify, retry_delay
-from engine.models._sim import SimChatModel
+from engine.models.sim._provider import SimChatModel
 from engine.scenario._items import Item
 from engine.scenario._spec import ModelSpec
 from engine.tools.loadtest._arrivals import arrival_offsets, think_times

@@ -16,7 +16,6 @@ import anyio
 import pytest
 
 from engine.core._errors import ScenarioError
-from engine.tools._serve import LoopbackServer, ServeOptions, ServerStats
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._generator import Health
 from engine.tools.loadtest._metrics import summarize
@@ -24,6 +23,7 @@ from engine.tools.loadtest._records import RequestRecord
 from engine.tools.loadtest._report import read_requests
 from engine.tools.loadtest._run import load_items, run_load
 from engine.tools.loadtest._workers import run_in_process, run_step
+from engine.tools.serve._server import LoopbackServer, ServeOptions, ServerStats
 
 Result = tuple[list[RequestRecord], dict[str, Any], ServerStats]
 SLACK = 5.0

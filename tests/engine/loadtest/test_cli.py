@@ -21,12 +21,12 @@ from rich.console import Console
 
 from engine.cli._main import main
 from engine.core._format import pct_or_none
-from engine.tools._serve import LoopbackServer, ServeOptions
 from engine.tools._view import serve_report
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._progress import ConsoleProgress
 from engine.tools.loadtest._report import read_requests
 from engine.tools.loadtest._run import run_load
+from engine.tools.serve._server import LoopbackServer, ServeOptions
 
 SCENARIO = Path(__file__).parents[3] / "scenarios" / "loadtest.yaml"
 

@@ -15,8 +15,8 @@ from engine.report._blocks import Section
 from engine.report._html_blocks import html_blocks
 from engine.report._page import render_page
 from engine.report._svg import paragraph
-from engine.tools._calibrate_blocks import agreement_blocks, confusion_blocks
-from engine.tools._calibrate_model import CalibrationReport, calibration_report
+from engine.tools.calibrate._blocks import agreement_blocks, confusion_blocks
+from engine.tools.calibrate._model import CalibrationReport, calibration_report
 
 __all__ = ("render_calibration_html",)
 

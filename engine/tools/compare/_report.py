@@ -20,7 +20,7 @@ from engine.report._page import render_page
 from engine.report._svg import paragraph, section, table
 from engine.stats._families import format_effect, format_p
 from engine.stats._paired import MEANINGFUL_R
-from engine.tools._compare import ALL, FAMILY_Q, Comparison, compare_runs
+from engine.tools.compare._runs import ALL, FAMILY_Q, Comparison, compare_runs
 
 __all__ = ("comparable_rows", "render_console", "render_html", "render_markdown", "write_comparison")
 

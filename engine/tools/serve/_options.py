@@ -7,7 +7,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.models._sim import SimChatModel
+from engine.models.sim._provider import SimChatModel
 from engine.scenario._spec import ModelSpec
 
 __all__ = ("MODEL_NAMES", "ROLES", "Role", "ServeOptions", "ServerStats")
@@ -67,7 +67,7 @@ class ServeOptions(BaseModel):
     seed: int = 0
     """Seeds the fault, jitter and drip draws: the n-th admitted request's draws depend only on (seed, n)."""
     sim: dict[Role, dict[str, Any]] = Field(default_factory=dict)
-    """Knobs of the sim roles, e.g. `{"judge": {"invalid_rate": 0.2}}` (see engine/models/_sim.py); a sim
+    """Knobs of the sim roles, e.g. `{"judge": {"invalid_rate": 0.2}}` (see engine/models/sim/_provider.py); a sim
     `latency_s` is spent before the rate limiter sees the request, so prefer the server's own `latency_s`."""
 
     @model_validator(mode="after")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import anyio
 
 from engine.models._provider import ChatReply
-from engine.tools._serve_options import ServeOptions
+from engine.tools.serve._options import ServeOptions
 
 __all__ = ("ERROR_FAULTS", "Draws", "Limits", "retry_after")
 

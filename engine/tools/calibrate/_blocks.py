@@ -11,7 +11,7 @@ import math
 
 from engine.core._format import format_pct
 from engine.report._blocks import Block, BlockCell, Bullets, Heatmap, Note, Section, Strong, Table
-from engine.tools._calibrate_model import (
+from engine.tools.calibrate._model import (
     AgreementStats,
     CalibrationReport,
     DimensionRow,

@@ -20,7 +20,7 @@ from engine.report._rebuild import write_report
 from engine.runtime._modes import mode_of
 from engine.runtime._rundir import MANIFEST, RunDir
 from engine.scenario._spec import measured
-from engine.tools._compare import _changed
+from engine.tools.compare._runs import _changed
 
 __all__ = ("join_tutor_runs",)
 

@@ -50,8 +50,8 @@ from engine.core._errors import ScenarioError
 from engine.core._records import Usage
 from engine.core._text import mentions_answer, numbers_in, word_count
 from engine.models._provider import ChatModel, ChatReply, ChatRequest, Message
-from engine.models._sim_embed import SimEmbedParams, embed_texts
-from engine.models._sim_tasks import knobs_model, lookup
+from engine.models.sim._embed import SimEmbedParams, embed_texts
+from engine.models.sim._tasks import knobs_model, lookup
 from engine.scenario._items import Item
 from engine.scenario._spec import ModelSpec
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.models._provider import ChatRequest, Message, RequestContext
-from engine.models._sim_tasks import task_for_request
-from engine.tools._serve_options import Role
+from engine.models.sim._tasks import task_for_request
+from engine.tools.serve._options import Role
 
 __all__ = ("BadRequest", "Chat", "parse_chat", "sim_request")
 

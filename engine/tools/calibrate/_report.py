@@ -1,5 +1,5 @@
 """The calibration report in markdown (calibration.md) and on the terminal, from the result alone: the same
-blocks (`engine.tools._calibrate_blocks`) calibration.html draws."""
+blocks (`engine.tools.calibrate._blocks`) calibration.html draws."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rich.console import RenderableType
 from engine.report._blocks import Section
 from engine.report._console import console_blocks
 from engine.report._markdown import markdown_blocks
-from engine.tools._calibrate_blocks import agreement_blocks, confusion_blocks
-from engine.tools._calibrate_model import CalibrationReport, calibration_report
+from engine.tools.calibrate._blocks import agreement_blocks, confusion_blocks
+from engine.tools.calibrate._model import CalibrationReport, calibration_report
 
 __all__ = ("render_console", "render_markdown")
 

@@ -11,7 +11,7 @@ from typing import Any
 from engine.core._records import Judgment
 from engine.core._seeds import derive_seed
 from engine.stats._agreement import agreement, agreement_intervals, judge_agreement, label_shares, voted_units
-from engine.tools._calibrate_labels import Dimension, LabelMap, LabelSet, Reader
+from engine.tools.calibrate._labels import Dimension, LabelMap, LabelSet, Reader
 
 __all__ = ("Failure", "dimension_row", "human_rates", "judge_entry")
 

@@ -1,10 +1,10 @@
 """Judge calibration: run registered judges over human-labelled tutor responses and measure their agreement.
 
-The labels come from a label source (see `engine.tools._calibrate_labels`). Each judge is run on every example
+The labels come from a label source (see `engine.tools.calibrate._labels`). Each judge is run on every example
 exactly as in a scenario — same `EpisodeContext`, same clients, throttles and retries, its endpoints opened by
 `engine.models._endpoints` as a run opens them — with the response as the judged tutor turn (conversation-scope
 judges see only the student's last turn and the response). Per judge × dimension: accuracy, Cohen's kappa,
-Krippendorff's alpha, macro-F1 and the confusion matrix, exact and lenient (see `engine.tools._calibrate_rows`).
+Krippendorff's alpha, macro-F1 and the confusion matrix, exact and lenient (see `engine.tools.calibrate._rows`).
 Deterministic judges need no model; they are the baseline an LLM judge must beat.
 """
 
@@ -27,8 +27,8 @@ from engine.runtime._plugins import JUDGES, EpisodeContext, Judge, Utterance, op
 from engine.scenario._plan import Episode
 from engine.scenario._spec import ModelSpec, Scenario
 from engine.stats._agreement import spec_labels
-from engine.tools._calibrate_labels import CalibrationResult, Example, LabelSet
-from engine.tools._calibrate_rows import Failure, human_rates, judge_entry
+from engine.tools.calibrate._labels import CalibrationResult, Example, LabelSet
+from engine.tools.calibrate._rows import Failure, human_rates, judge_entry
 
 __all__ = ("calibrate", "run_calibration")
 

@@ -15,9 +15,9 @@ import orjson
 from engine.models._provider import ChatReply
 from engine.models._wire import SSE_DONE, chunk_body, completion_body, error_body, sse, usage_body, usage_chunk
 from engine.tools._http11 import Connection, encode_head
-from engine.tools._serve_limits import Draws, retry_after
-from engine.tools._serve_options import ServeOptions, ServerStats
-from engine.tools._serve_request import Chat
+from engine.tools.serve._limits import Draws, retry_after
+from engine.tools.serve._options import ServeOptions, ServerStats
+from engine.tools.serve._request import Chat
 
 __all__ = ("WORDS", "Outcome", "Replies")
 

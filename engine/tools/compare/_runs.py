@@ -4,7 +4,7 @@ Episodes are matched by item, condition and replicate, so each matched episode i
 cancels out, as in the fairness tests. Two runs get a paired Wilcoxon test with the rank-biserial r and its
 bootstrap interval per metric; three or more get Friedman, then Bonferroni-corrected pairs (engine/paired.py
 for both). Runs of different kinds, or with no episode in common, are stated to be not comparable. The
-reports (compare.md, compare.html, the console headline) are engine/tools/_compare_report.py.
+reports (compare.md, compare.html, the console headline) are engine/tools/compare/_report.py.
 """
 
 from __future__ import annotations

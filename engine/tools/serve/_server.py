@@ -14,7 +14,7 @@ Endpoints (bound to 127.0.0.1 unless told otherwise):
 * `POST /v1/chat/completions` — non-streaming, or SSE when `stream: true` (`data: {chunk}` events, a final
   usage chunk when `stream_options: {"include_usage": true}`, then `data: [DONE]`). Bodies are framed with
   Content-Length, streams included (a reply is known before it is paced out), so connections stay alive.
-* `POST /v1/embeddings` — vectors of the sim embedding (`sim/embed`, engine/models/_sim_embed.py) for any model
+* `POST /v1/embeddings` — vectors of the sim embedding (`sim/embed`, engine/models/sim/_embed.py) for any model
   name: `input` a string or an array of strings, `dimensions` (default 512), `encoding_format` `float` or
   `base64`. The injected error faults apply as for chat; the RPM/TPM limiter and latencies do not.
 * `GET /v1/models` (and `GET /v1/models/{id}`) — the three sim model names.
@@ -25,7 +25,7 @@ containing `judge` plays `sim/judge`, anything else `sim/tutor` (case-insensitiv
 the request's `seed` (default 0) and an engine-side `RequestContext(role=...)` with no item: HTTP carries no
 reference answer, so the sim tutor never leaks. A `response_format` of `json_object`/`json_schema` asks for JSON
 (the attacker's shape from `sim/student`). The sim judge needs a rubric, which it takes from the sim's registry
-of judge tasks (engine/models/_sim_tasks.py; plug-ins register them): a `json_schema` response format names it by
+of judge tasks (engine/models/sim/_tasks.py; plug-ins register them): a `json_schema` response format names it by
 its `name` (a registered judge task); without one, the first registered rubric whose markers (JSON keys only that
 rubric's prompt names) appear in the prompt; else the registry's default rubric. It judges the last user
 message. Usage is the sim's token counts. Other generation parameters are accepted and ignored.
@@ -36,8 +36,8 @@ token rate for streams, RPM/TPM limits over a sliding window answered with 429 +
 and slow-drip bodies. The faults of the n-th admitted request (chat or embeddings) depend only on `seed` and n, so
 a sequential test sees the same fault sequence on every run.
 
-The parts: options and counters (`_serve_options`), request parsing (`_serve_request`), rate windows and
-fault draws (`_serve_limits`), response writing and streaming (`_serve_reply`); this module routes requests.
+The parts: options and counters (`_options`), request parsing (`_request`), rate windows and
+fault draws (`_limits`), response writing and streaming (`_reply`); this module routes requests.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from dataclasses import replace
 import anyio
 import orjson
 
-from engine.models._sim import SimChatModel
-from engine.models._sim_embed import SimEmbedParams, embed_texts
 from engine.models._wire import embeddings_response, error_body, model_object, models_body
+from engine.models.sim._embed import SimEmbedParams, embed_texts
+from engine.models.sim._provider import SimChatModel
 from engine.scenario._spec import ModelSpec
 from engine.tools._http11 import (
     HEADER_TIMEOUT_S,
@@ -61,10 +61,10 @@ from engine.tools._http11 import (
     Request,
     linger_close,
 )
-from engine.tools._serve_limits import ERROR_FAULTS, Limits, retry_after
-from engine.tools._serve_options import MODEL_NAMES, ROLES, ServeOptions, ServerStats
-from engine.tools._serve_reply import WORDS, Outcome, Replies
-from engine.tools._serve_request import BadRequest, Chat, parse_chat, sim_request
+from engine.tools.serve._limits import ERROR_FAULTS, Limits, retry_after
+from engine.tools.serve._options import MODEL_NAMES, ROLES, ServeOptions, ServerStats
+from engine.tools.serve._reply import WORDS, Outcome, Replies
+from engine.tools.serve._request import BadRequest, Chat, parse_chat, sim_request
 
 __all__ = ("LoopbackServer", "ServeOptions", "ServerStats")
 

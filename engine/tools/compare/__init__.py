@@ -1,0 +1,1 @@
+"""`simrun compare`: runs matched and compared, separate runs of one study joined, and the comparison report."""
