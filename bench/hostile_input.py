@@ -6,7 +6,8 @@ keys, long lists), `--set` values, templates, and damaged run directories (FIFOs
 `/dev/zero`, folders, loops, wrong manifest fields, a swapped scenario) under `report`, `compare`, `--resume`,
 `runs` and `view`. Every case runs in this process through `engine.cli._main.main`, with an alarm that turns a
 hang into a count; a sentinel file outside the directories under test must stay unchanged.
-Run: `python bench/hostile_input.py [cases-per-class [class]]` (tests/engine/test_fuzz_hostile.py runs a few of each).
+Run: `python bench/hostile_input.py [cases-per-class [class]]` (tests/engine/cli/test_fuzz_hostile.py runs a few
+of each).
 """
 
 from __future__ import annotations

@@ -170,3 +170,15 @@ def test_a_scenario_imports_only_the_plug_ins_it_names() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_engine_tests_mirror_its_layers() -> None:
+    """tests/engine/ holds one folder per engine layer (and, inside, per module group), so a test sits beside
+    the layer it tests and a renamed layer or group cannot leave its tests behind."""
+    tests = ROOT / "tests" / "engine"
+    assert sorted(p.name for p in tests.glob("*.py")) == ["__init__.py"], "tests/engine/ holds only layer folders"
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        relative = folder.relative_to(tests)
+        assert relative.parts[0] in LAYERS, f"tests/engine/{relative} names no engine layer"
+        assert (ROOT / "engine" / relative / "__init__.py").is_file(), f"tests/engine/{relative} mirrors no package"
+        assert (folder / "__init__.py").is_file(), f"tests/engine/{relative} is not a package"

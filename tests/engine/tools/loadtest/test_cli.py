@@ -28,7 +28,7 @@ from engine.tools.loadtest._report import read_requests
 from engine.tools.loadtest._run import run_load
 from engine.tools.serve._server import LoopbackServer, ServeOptions
 
-SCENARIO = Path(__file__).parents[3] / "scenarios" / "loadtest.yaml"
+SCENARIO = Path(__file__).parents[4] / "scenarios" / "loadtest.yaml"
 
 
 @pytest.fixture

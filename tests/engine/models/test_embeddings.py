@@ -36,7 +36,7 @@ from tests.helpers import record_retry_waits
 
 KEY_ENV = "SIMRUN_TEST_KEY"
 TEXTS = ["I won't do the fractions worksheet.", "Reading aloud makes me panic.", "", "fraction worksheets again"]
-CASES = Path(__file__).resolve().parents[2] / "personas" / "cases.yaml"
+CASES = Path(__file__).resolve().parents[3] / "personas" / "cases.yaml"
 TRANSPORTS = pytest.mark.parametrize("transport", ["sdk", "lean"])
 
 

@@ -39,7 +39,7 @@ from engine.scenario._spec import ModelSpec
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import make_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SPEC = ModelSpec(model="openai/gpt-4o-mini", base_url="http://localhost:8000/v1", params={"temperature": 0.7})
 MESSAGES: list[Message] = [{"role": "system", "content": "Tutor."}, {"role": "user", "content": "6 × 9?"}]
 ITEM = Item(id="t-add", domain="mathematics", question="6 × 9?", answer="54")

@@ -256,7 +256,7 @@ def test_a_question_on_levels_the_plan_lacks_is_refused(tmp_path: Path) -> None:
         build(build_scenario(data, base_dir=tmp_path))
 
 
-SHIPPED = Path(__file__).resolve().parents[2] / "scenarios" / "crescendo_sequential.yaml"
+SHIPPED = Path(__file__).resolve().parents[3] / "scenarios" / "crescendo_sequential.yaml"
 SMALL = [
     "items=[{source: bank, path: items/stem.yaml, limit: 4}]",
     "factors.dimension=[cognitive, epistemic]",
@@ -308,7 +308,7 @@ def test_the_live_line_and_the_report_show_each_question(tmp_path: Path) -> None
 
 def test_versus_makes_one_paired_question_per_level_of_a_designed_factor() -> None:
     """ "Is any fairness contrast a finding": every cue level against the baseline, one family."""
-    fairness = Path(__file__).resolve().parents[2] / "scenarios" / "fairness.yaml"
+    fairness = Path(__file__).resolve().parents[3] / "scenarios" / "fairness.yaml"
     versus = "{name: cue, metric: turns, bounds: [0, 20], versus: {factor: level, reference: none}}"
     built = load_built(fairness, overrides=[f"design.stopping.questions=[{versus}]"], check_credentials=False)
     stopping = built.scenario.design.stopping if built.scenario.design is not None else None

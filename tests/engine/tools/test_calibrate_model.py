@@ -13,7 +13,7 @@ from engine.tools.calibrate._model import CalibrationReport
 from engine.tools.calibrate._report import render_markdown
 from engine.tools.calibrate._run import calibrate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"
 
 

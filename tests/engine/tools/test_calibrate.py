@@ -16,7 +16,7 @@ from engine.cli._main import main
 from engine.stats._agreement import agreement, cohen_kappa, krippendorff_alpha, label_entropy
 from engine.tools.calibrate._html import render_calibration_html
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "scenarios" / "calibration" / "mrbench_sample.json"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from engine import lazy_module
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_lazy_module_imports_on_first_attribute_only() -> None:

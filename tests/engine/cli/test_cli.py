@@ -18,7 +18,7 @@ import yaml
 from engine.cli._main import main
 from tests.helpers import record_retry_waits, scenario_data, write_bank
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _scenario(tmp_path: Path, name: str = "s.yaml", **overrides: Any) -> Path:

@@ -17,7 +17,7 @@ from markupsafe import Markup
 from engine.report._histogram import Bar, BarPanel, Histogram, histogram_html
 from engine.report._svg_draw import Axes, Box, Canvas, Legend, Scale, colormap, fit, nice_ticks, tick_label
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SVG = "{http://www.w3.org/2000/svg}"
 PLANTED = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 PRINTABLE = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)

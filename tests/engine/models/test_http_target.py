@@ -16,7 +16,7 @@ from engine.models._endpoints import open_endpoints
 from engine.models._http import HttpChatModel
 from engine.models._provider import ChatRequest, RequestContext
 from engine.scenario._spec import ModelSpec
-from tests.engine.test_secrets_and_damage import _scan
+from tests.engine.runtime.test_secrets_and_damage import _scan
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.tutor_app import TutorApp
 from tests.helpers import scenario_data, write_bank
@@ -24,7 +24,7 @@ from tests.helpers import scenario_data, write_bank
 KEY = "tk-PLANTED/tutor+key=42"
 KEY_ENV = "SIMRUN_TUTOR_APP_KEY"
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "http-tutor.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "http-tutor.md"
 
 
 def _documented_target() -> dict[str, Any]:

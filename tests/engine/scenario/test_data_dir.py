@@ -15,7 +15,7 @@ from engine import load_scenario
 from engine.cli._main import main
 from tests.personas.test_safetutors import CHEM_SINGLE, MATH_MULTI, SAFETUTORS_FILES, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAPER = ROOT / "scenarios" / "crescendo_paper.yaml"
 SHIPPED = ("README.md", "docs", "scenarios", "engine", "agents", "personas", "judges", "pyproject.toml")
 

@@ -11,7 +11,7 @@ from engine.runtime._duration import duration_text, expected_duration
 from engine.runtime._plugins import CallEstimate
 from tests.helpers import make_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _models(tutor: dict[str, object]) -> dict[str, object]:

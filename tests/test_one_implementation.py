@@ -10,7 +10,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # bench/ is left out on purpose: its transport ceiling times bare client stacks against each other.
 SOURCES = ("engine", "agents", "judges", "personas", "tests/fakes")
 WIRE = "engine/models/_wire.py"

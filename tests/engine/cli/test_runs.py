@@ -19,7 +19,7 @@ from engine.core._format import fit_to_width
 from engine.runtime._runs import resolve_run
 from engine.scenario._budget import price_source
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REMATH = str(ROOT / "scenarios" / "remath.yaml")
 
 

@@ -16,7 +16,7 @@ from engine.cli._main import main
 from engine.core._errors import ProviderError, QuotaExhausted, RateLimited
 from engine.models._provider import PROVIDERS, ChatRequest, RequestContext
 from engine.scenario._spec import ModelSpec
-from tests.engine.test_secrets_and_damage import _scan
+from tests.engine.runtime.test_secrets_and_damage import _scan
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import scenario_data, write_bank

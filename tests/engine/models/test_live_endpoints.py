@@ -275,7 +275,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
         "r = RunDir(Path(sys.argv[1])); r.acquire('run'); print('held', flush=True); time.sleep(30)"
     )
     with subprocess.Popen(
-        [sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2]
+        [sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[3]
     ) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"

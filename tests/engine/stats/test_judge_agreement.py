@@ -15,7 +15,7 @@ from sklearn.metrics import cohen_kappa_score
 from engine import Judgment, load_scenario, run_sync
 from engine.stats._agreement import VotedUnit, judge_agreement, spec_labels, voted_units
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JUDGES = ["a", "b", "c"]
 
 

@@ -19,7 +19,7 @@ import yaml
 import engine
 from tests.helpers import scenario_data, write_bank
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLOW = ["--set", "models.tutor.params.latency_s=0.01"]
 
 

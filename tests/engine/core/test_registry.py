@@ -20,7 +20,7 @@ from engine.core._registry import PLUGIN_GROUP, load_plugins
 from engine.runtime._modes import RUN_MODES
 from tests.test_engine_names_no_kind import REGISTRIES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GROUPS = tuple(registry.group for registry in (*REGISTRIES, engine.PROVIDERS, RUN_MODES))
 
 
