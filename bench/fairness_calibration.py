@@ -36,6 +36,7 @@ import numpy as np
 
 import engine
 from engine import Episode, EpisodeRecord, Item
+from engine.scenario._plan import load_items, make_design, plan_episodes
 from judges.fairness_summary import FairnessSummarizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,8 +214,8 @@ class Prepared:
 
 def prepare(scenario_file: str, overrides: Sequence[str], items: int | None) -> Prepared:
     scenario = engine.load_scenario(ROOT / "scenarios" / scenario_file, overrides=list(overrides))
-    bank = engine.load_items(scenario) if items is None else synthetic_items(items)
-    design = engine.make_design(scenario)
+    bank = load_items(scenario) if items is None else synthetic_items(items)
+    design = make_design(scenario)
     max_turns = int(scenario.student.options.get("max_turns", 10))
     return Prepared(scenario, bank, design, max_turns)
 
@@ -223,7 +224,7 @@ def analyse(prepared: Prepared, *, seed: int, planted: tuple[str, str] | None, b
     """One simulated run of the prepared scenario under `seed`: its fairness summary (no intervals)."""
     scenario = prepared.scenario.model_copy(update={"seed": seed})
     records = []
-    for episode in engine.plan_episodes(scenario, prepared.items):
+    for episode in plan_episodes(scenario, prepared.items):
         demographic = prepared.design.extras(episode)["demographic"] if prepared.design is not None else {}
         hit = planted is not None and demographic.get(planted[0]) == planted[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))

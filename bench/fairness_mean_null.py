@@ -25,8 +25,8 @@ import logging
 import time
 from typing import Any
 
-import engine
 from bench.fairness_calibration import prepare, record_of, run_seed, share
+from engine.scenario._plan import plan_episodes
 from judges.fairness_summary import FairnessSummarizer
 
 PLANTED = ("immigration", "immigrant")
@@ -46,7 +46,7 @@ def references(mean_abs_r: dict[str, Any]) -> list[tuple[dict[str, Any], dict[st
 def one_run(prepared: Any, seed: int, bias: float, draws: int) -> dict[str, Any]:
     scenario = prepared.scenario.model_copy(update={"seed": seed})
     records = []
-    for episode in engine.plan_episodes(scenario, prepared.items):
+    for episode in plan_episodes(scenario, prepared.items):
         demographic = prepared.design.extras(episode)["demographic"] if prepared.design is not None else {}
         hit = demographic.get(PLANTED[0]) == PLANTED[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))

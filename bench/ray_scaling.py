@@ -28,6 +28,7 @@ import structlog
 
 import engine
 from bench.fairness_calibration import DESIGNS, prepare, trial
+from engine.scenario._spec import ExecutorSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +60,7 @@ def _run(episodes: int, executor: dict[str, Any], out: Path) -> tuple[float, flo
     scenario = engine.load_scenario(
         ROOT / "scenarios" / "crescendo.yaml",
         overrides=[f"limit={episodes}", "concurrency=32", "items.0.limit=20"],
-    ).model_copy(update={"executor": engine.ExecutorSpec(**executor)})
+    ).model_copy(update={"executor": ExecutorSpec(**executor)})
     stamps: list[float] = []
 
     async def stamp(_: engine.EpisodeRecord) -> None:
@@ -106,7 +107,7 @@ async def _rate(per_second: float, window_s: float, workers: int, executor: str)
             overrides=["limit=96", "concurrency=64", "items.0.limit=20"],
             models=[f"tutor={{model: {tutor['model']}, base_url: '{tutor['base_url']}', "
                     f"api_key_env: {tutor['api_key_env']}, rpm: {per_second * 60}}}"],
-        ).model_copy(update={"executor": engine.ExecutorSpec(name=executor, workers=workers)})  # fmt: skip
+        ).model_copy(update={"executor": ExecutorSpec(name=executor, workers=workers)})  # fmt: skip
 
         async def sample() -> None:
             while True:

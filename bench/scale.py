@@ -23,6 +23,7 @@ import anyio
 import structlog
 
 import engine
+from engine.scenario._plan import load_items, plan_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY_ENV = "SIMRUN_BENCH_KEY"
@@ -93,7 +94,7 @@ def _plan(episodes: int) -> None:
     )
     tracemalloc.start()
     started = time.perf_counter()
-    planned = engine.plan_episodes(scenario, engine.load_items(scenario))
+    planned = plan_episodes(scenario, load_items(scenario))
     elapsed = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

@@ -3,25 +3,20 @@
 from .core._errors import (
     BadModelOutput,
     JudgeError,
-    MissingCredentials,
     ProviderError,
     ProviderTimeout,
     QuotaExhausted,
     RateLimited,
     ScenarioError,
-    SimError,
     Unjudged,
-    UnknownPluginError,
 )
-from .core._format import format_pct, format_rate, nanmean, pct_or_none
-from .core._inputs import load_yaml_file, parse_yaml, read_input_bytes
+from .core._format import format_rate, nanmean, pct_or_none
+from .core._inputs import load_yaml_file, read_input_bytes
 from .core._lazy import lazy_module
-from .core._records import EpisodeRecord, ErrorInfo, Judgment, Turn, Usage
-from .core._registry import Registry, load_plugins
+from .core._records import EpisodeRecord, Judgment, Turn, Usage
 from .core._seeds import derive_seed
 from .core._templates import check_template, render
 from .core._text import brief, content_words, mentions_answer, numbers_in, parse_json_object, word_count
-from .models._client import CallStats, ModelClient
 from .models._provider import PROVIDERS, ChatModel, ChatReply, ChatRequest, RequestContext
 from .models.sim._provider import (
     ACTION_PATTERN,
@@ -57,9 +52,9 @@ from .report._rates import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary
 from .report._rebuild import write_report
 from .report._summarizer import BlockSummarizer
 from .report._survival import Curve, CurvePoint, Survival
-from .report._svg import Cell, new_figure, paragraph, plot, section, table
-from .runtime._build import BuiltScenario, build, load_built, preflight
-from .runtime._checks import build_scenario, check_scenario, load_scenario
+from .report._svg import table
+from .runtime._build import BuiltScenario, build, load_built
+from .runtime._checks import build_scenario, load_scenario
 from .runtime._fan_out import fan_out
 from .runtime._plugins import (
     JUDGES,
@@ -77,28 +72,15 @@ from .runtime._plugins import (
     Summarizer,
     Utterance,
     judge_calls,
-    options_model,
-    planning_notes,
 )
 from .runtime._runner import Runner, RunResult
 from .scenario._intake import CountedItems, Intake
 from .scenario._items import ITEM_SOURCES, Item
-from .scenario._load import apply_overrides
-from .scenario._plan import DESIGNS, Design, Episode, load_items, make_design, plan_episodes
-from .scenario._spec import (
-    DesignSpec,
-    ExecutorSpec,
-    ItemSourceSpec,
-    JudgeSpec,
-    ModelSpec,
-    ModelsSpec,
-    Scenario,
-    StudentSpec,
-    TutorSpec,
-)
+from .scenario._plan import DESIGNS, Design, Episode
+from .scenario._spec import ModelSpec, Scenario
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
-from .stats._null import NULL_DRAWS, NullReference, label_permutations, null_reference, rank_biserial_rows
+from .stats._null import NULL_DRAWS, label_permutations, null_reference, rank_biserial_rows
 from .stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
@@ -112,9 +94,8 @@ from .stats._power import detectable_r, items_for_r
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._run import RunHandle, RunOptions, open_run, run, run_sync
 from .tools.calibrate._labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
-from .tools.loadtest._config import Gates, LoadConfig, Slo, Sweep
-from .tools.loadtest._records import RequestRecord
-from .tools.loadtest._run import LoadResult, rebuild_summary, run_load
+from .tools.loadtest._config import LoadConfig
+from .tools.loadtest._run import LoadResult, run_load
 
 __all__ = [
     "ACTION_PATTERN",
@@ -129,8 +110,6 @@ __all__ = [
     "BuiltScenario",
     "Bullets",
     "CallEstimate",
-    "CallStats",
-    "Cell",
     "ChatModel",
     "ChatReply",
     "ChatRequest",
@@ -142,8 +121,6 @@ __all__ = [
     "CurvePoint",
     "DESIGNS",
     "Design",
-    "DesignSpec",
-    "ExecutorSpec",
     "DialogueProtocol",
     "Dimension",
     "Dot",
@@ -154,11 +131,9 @@ __all__ = [
     "Episode",
     "EpisodeContext",
     "EpisodeRecord",
-    "ErrorInfo",
     "Example",
     "Forest",
     "ForestPanel",
-    "Gates",
     "GridPanel",
     "HeatGrid",
     "Heatmap",
@@ -168,11 +143,9 @@ __all__ = [
     "Intake",
     "Interval",
     "Item",
-    "ItemSourceSpec",
     "JUDGES",
     "Judge",
     "JudgeError",
-    "JudgeSpec",
     "Judgment",
     "LABEL_SOURCES",
     "LabelMap",
@@ -181,14 +154,10 @@ __all__ = [
     "LoadResult",
     "MEANINGFUL_R",
     "MIN_PAIRS",
-    "MissingCredentials",
-    "ModelClient",
     "ModelSpec",
-    "ModelsSpec",
     "NULL_DRAWS",
     "N_BOOT",
     "Note",
-    "NullReference",
     "PROTOCOLS",
     "PROVIDERS",
     "ProviderError",
@@ -199,9 +168,7 @@ __all__ = [
     "RateLimited",
     "RateSummary",
     "Reader",
-    "Registry",
     "RequestContext",
-    "RequestRecord",
     "RunHandle",
     "RunOptions",
     "RunResult",
@@ -213,31 +180,23 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "Section",
-    "SimError",
     "SimJudgeParams",
-    "Slo",
     "Strong",
-    "StudentSpec",
     "Summarizer",
     "Survival",
-    "Sweep",
     "TUTORS",
     "Table",
     "Turn",
-    "TutorSpec",
     "UNJUDGED",
-    "UnknownPluginError",
     "Unjudged",
     "Usage",
     "Utterance",
     "VotedUnit",
     "adjust_p",
     "agreement",
-    "apply_overrides",
     "brief",
     "build",
     "build_scenario",
-    "check_scenario",
     "check_template",
     "clustered_difference",
     "clustered_rate",
@@ -252,7 +211,6 @@ __all__ = [
     "format_effect",
     "format_number",
     "format_p",
-    "format_pct",
     "format_rate",
     "friedman_then_pairwise",
     "items_for_r",
@@ -265,37 +223,24 @@ __all__ = [
     "label_shares",
     "last_message",
     "load_built",
-    "load_items",
-    "load_plugins",
     "load_scenario",
     "load_yaml_file",
-    "make_design",
     "mentions_answer",
     "nanmean",
     "null_reference",
-    "new_figure",
     "numbers_in",
     "omnibus_row",
     "open_run",
-    "options_model",
     "paired_contrast",
-    "paragraph",
     "parse_json_object",
-    "parse_yaml",
     "pct_or_none",
-    "plan_episodes",
-    "planning_notes",
-    "plot",
-    "preflight",
     "rank_biserial_rows",
     "rate",
     "read_input_bytes",
-    "rebuild_summary",
     "render",
     "run",
     "run_load",
     "run_sync",
-    "section",
     "sim_knobs",
     "sim_task",
     "survival_table",

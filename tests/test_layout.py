@@ -113,7 +113,7 @@ _ON_ENDPOINTS = ["--model", "tutor=openai/t", "--model", "student=openai/s", "--
     "code",
     [
         "import engine.cli._main",
-        "import engine; engine.load_plugins()",  # every shipped plug-in registered, as before a run
+        "from engine.core._registry import load_plugins; load_plugins()",  # every shipped plug-in, as before a run
         "from engine.cli._main import main; main(['--help'])",
         "from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml'])",
         f"from engine.cli._main import main; main(['validate', 'scenarios/crescendo.yaml', *{_ON_ENDPOINTS!r}])",

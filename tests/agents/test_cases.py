@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.cases import CaseDesign, build_mcq, parse_choice, reference_strategies, task_prompt
-from engine import ITEM_SOURCES, Item, load_scenario, plan_episodes, run_sync
+from engine import ITEM_SOURCES, Item, load_scenario, run_sync
 from engine.runtime._rundir import RunDir
-from engine.scenario._plan import load_items
+from engine.scenario._plan import load_items, plan_episodes
 from personas.cases import case_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,15 +26,15 @@ from engine import (
     InputMemo,
     Item,
     Judgment,
-    ModelClient,
     ModelSpec,
     Scenario,
     Usage,
     Utterance,
 )
-from engine.models._client import CallStats
+from engine.models._client import CallStats, ModelClient
 from engine.models._throttle import Throttle
 from engine.runtime._rundir import RunDir
+from engine.scenario._plan import load_items, plan_episodes
 from personas import taxonomy
 from tests.helpers import ITEMS, make_scenario
 
@@ -491,7 +491,7 @@ async def test_attacker_stops_at_budget(tmp_path: Path) -> None:
 
 
 def _episode(scenario: Scenario, fmt: str) -> Episode:
-    episodes = engine.plan_episodes(scenario, engine.load_items(scenario))
+    episodes = plan_episodes(scenario, load_items(scenario))
     return next(e for e in episodes if e.condition["format"] == fmt)
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from agents.tutoring import FairnessProtocol
-from engine import ModelsSpec, build
+from engine import build
 from engine.models.sim._provider import SimChatModel
+from engine.scenario._spec import ModelsSpec
 from judges.fairness_replies import judged_replies
 from tests.agents.test_tutoring import (
     NEVER_SOLVES,

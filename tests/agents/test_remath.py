@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.remath import RemathDesign, parse_error_label, parse_strategy_labels, remath_messages
-from engine import EpisodeContext, Utterance, build_scenario, load_items, plan_episodes, run_sync
+from engine import EpisodeContext, Utterance, build_scenario, run_sync
+from engine.scenario._plan import load_items, plan_episodes
 from personas.remath import BUILTIN_ITEMS, ERROR_TYPES, INTENTIONS, STRATEGIES
 
 

@@ -13,8 +13,9 @@ import yaml
 from sklearn.metrics import cohen_kappa_score
 
 from agents.remath import remath_messages
-from engine import ITEM_SOURCES, EpisodeRecord, build_scenario, load_items, load_scenario, plan_episodes, run_sync
+from engine import ITEM_SOURCES, EpisodeRecord, build_scenario, load_scenario, run_sync
 from engine.runtime._rundir import RunDir
+from engine.scenario._plan import load_items, plan_episodes
 from judges.remath_metrics import reply_scores, self_bleu, word_entropy
 from judges.remath_summary import RemathSummarizer
 from judges.remediation import PairwiseOptions

@@ -31,20 +31,18 @@ from engine import (
     Episode,
     EpisodeContext,
     EpisodeRecord,
-    ModelClient,
     Scenario,
     ScenarioError,
     Usage,
     build,
     build_scenario,
-    load_items,
-    options_model,
-    plan_episodes,
 )
 from engine.core._text import mentions_answer
-from engine.models._client import CallStats
+from engine.models._client import CallStats, ModelClient
 from engine.models._throttle import Throttle
 from engine.models.sim._provider import SimChatModel
+from engine.runtime._plugins import options_model
+from engine.scenario._plan import load_items, plan_episodes
 from tests.helpers import write_bank
 
 TURN_METRICS = {"mistake_present", "mistake_recognize", "answer_leakage", "step_scaffolded", "actionability"}

@@ -16,9 +16,10 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
-from engine import derive_seed, load_items, load_scenario, plan_episodes
+from engine import derive_seed, load_scenario
 from engine.cli._main import main
 from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
+from engine.scenario._plan import load_items, plan_episodes
 from engine.stats._paired import bootstrap_r_interval, friedman_then_pairwise, paired_contrast
 from engine.stats._power import detectable_r
 from judges.conversation_stats import CONVERSATION_STATS

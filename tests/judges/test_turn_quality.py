@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from engine import Episode, EpisodeContext, Item, JudgeError, ModelClient, ModelSpec, Scenario, Turn
+from engine import Episode, EpisodeContext, Item, JudgeError, ModelSpec, Scenario, Turn
 from engine.core._text import mentions_answer, numbers_in
-from engine.models._client import CallStats
+from engine.models._client import CallStats, ModelClient
 from engine.models._provider import ChatReply, ChatRequest
 from engine.models._throttle import Throttle
 from engine.models.sim._provider import SimChatModel

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 import engine
 from engine import Episode, Item, ScenarioError
+from engine.scenario._plan import load_items, make_design, plan_episodes
 from judges import TurnQualityJudge
 from personas import DemographicDesign, Demographics, demographics, load_demographics
 from personas.fairness import channel_dimensions
@@ -332,8 +333,8 @@ def test_bad_template_is_rejected_before_any_call(template: str, expected: str) 
 def test_plan_pairs_every_condition_of_an_item(tmp_path: Path) -> None:
     """Through the engine: one seed per item across all levels and the baseline; cues differ by level."""
     scenario = _scenario(tmp_path, channel="explicit")
-    items = engine.load_items(scenario)
-    episodes = engine.plan_episodes(scenario, items)
+    items = load_items(scenario)
+    episodes = plan_episodes(scenario, items)
     assert len(episodes) == 16 * 10 and len({e.id for e in episodes}) == len(episodes)
     by_item: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
@@ -353,7 +354,7 @@ def test_plan_replicates_get_their_own_shared_seed(tmp_path: Path) -> None:
     """Replicates of an item differ in seed, and within a replicate every condition shares one."""
     write_bank(tmp_path / "bank.yaml", ITEMS)
     data = scenario_data(factors={}, replicates=2, design={"name": "demographic", "channel": "opposite"})
-    episodes = engine.plan_episodes(engine.build_scenario(data, base_dir=tmp_path), _items(16))
+    episodes = plan_episodes(engine.build_scenario(data, base_dir=tmp_path), _items(16))
     seeds: dict[tuple[str, int], set[int]] = defaultdict(set)
     for episode in episodes:
         seeds[(episode.item.id, episode.replicate)].add(episode.seed)
@@ -365,7 +366,7 @@ def test_fewer_than_fifteen_items_is_rejected(tmp_path: Path) -> None:
     """The paired statistics need 15 items: a smaller bank fails at planning, before any call."""
     scenario = _scenario(tmp_path, items=14)
     with pytest.raises(ScenarioError, match="at least 15 items"):
-        engine.plan_episodes(scenario, engine.load_items(scenario))
+        plan_episodes(scenario, load_items(scenario))
 
 
 def test_unknown_dimension_in_scenario_names_the_option(tmp_path: Path) -> None:
@@ -396,7 +397,7 @@ def test_user_file_adds_a_dimension_without_code(tmp_path: Path, monkeypatch: py
     assert [c["level"] for c in design.conditions()] == ["none", "none_reported", "dyslexia"]
     assert _by_key(design, 1)[("disability", "dyslexia")]["cue"] == "The student you are working with has dyslexia."
     scenario = _scenario(tmp_path, file=path.name, stack=["disability", "gender"])
-    episodes = engine.plan_episodes(scenario, engine.load_items(scenario))
+    episodes = plan_episodes(scenario, load_items(scenario))
     assert {e.condition["dimension"] for e in episodes} == {"baseline", "disability+gender"}
     assert len(episodes) == 16 * 5
 
@@ -475,11 +476,11 @@ def test_the_paper_profile_frames_grade_class_and_demographic_in_one_sentence() 
     paper's decoding for every role's real model, one judge vote, and turn_quality reading the full history."""
     root = Path(__file__).resolve().parents[2]
     scenario = engine.load_scenario(root / "scenarios" / "fairness_paper.yaml")
-    design = engine.make_design(scenario)
+    design = make_design(scenario)
     assert design is not None
     cues = {
         (e.item.domain, e.condition["dimension"], e.condition["level"]): design.extras(e)["cue"]
-        for e in engine.plan_episodes(scenario, engine.load_items(scenario))
+        for e in plan_episodes(scenario, load_items(scenario))
     }
     assert (
         cues[("mathematics", "gender", "female")]

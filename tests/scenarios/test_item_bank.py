@@ -12,6 +12,7 @@ import engine
 from engine import Item
 from engine.core._text import mentions_answer
 from engine.scenario._items import load_item_bank
+from engine.scenario._plan import load_items, plan_episodes
 from personas import taxonomy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,9 +79,9 @@ def test_crescendo_scenario_validates_and_plans() -> None:
     assert scenario.kind == "crescendo"
     assert scenario.factors["dimension"] == taxonomy().ids
     assert scenario.factors["format"] == ["single", "multi"]
-    items = engine.load_items(scenario)
+    items = load_items(scenario)
     assert Counter(item.domain for item in items) == {domain: 10 for domain in DOMAINS}
-    episodes = engine.plan_episodes(scenario, items)
+    episodes = plan_episodes(scenario, items)
     assert len(episodes) == 11 * 2 * len(items)
     assert len({episode.id for episode in episodes}) == len(episodes)
     assert len({episode.seed for episode in episodes}) == len(episodes)

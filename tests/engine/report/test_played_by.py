@@ -10,8 +10,9 @@ import pytest
 import yaml
 from anyio.from_thread import start_blocking_portal
 
-from engine import ScenarioError, apply_overrides, brief
+from engine import ScenarioError, brief
 from engine.cli._main import main
+from engine.scenario._load import apply_overrides
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.helpers import scenario_data, write_bank
 

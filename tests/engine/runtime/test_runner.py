@@ -11,6 +11,7 @@ import pytest
 import engine
 from engine import EpisodeContext, EpisodeRecord, Runner, ScenarioError, Turn, Utterance
 from engine.runtime._rundir import RunDir
+from engine.scenario._plan import load_items, plan_episodes
 from tests.helpers import make_scenario
 
 
@@ -30,9 +31,7 @@ async def test_run_writes_the_run_directory(tmp_path: Path) -> None:
     assert result.status == "finished" and result.exit_code == 0 and result.ok == result.planned == 12
     records = _records(result.run_dir)
     scenario = make_scenario(tmp_path)
-    assert sorted(r.id for r in records) == sorted(
-        e.id for e in engine.plan_episodes(scenario, engine.load_items(scenario))
-    )
+    assert sorted(r.id for r in records) == sorted(e.id for e in plan_episodes(scenario, load_items(scenario)))
     manifest = orjson.loads((result.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished" and manifest["counts"]["ok"] == 12
     assert manifest["models"]["tutor"] == "sim/tutor" and manifest["providers"] == ["sim"]

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine import ScenarioError, parse_yaml
+from engine import ScenarioError
 from engine.cli._main import main
+from engine.core._inputs import parse_yaml
 from tests.helpers import scenario_data, write_bank
 
 _BAD_TEXT = {

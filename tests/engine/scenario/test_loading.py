@@ -11,7 +11,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import ScenarioError, apply_overrides, build_scenario, load_scenario
+from engine import ScenarioError, build_scenario, load_scenario
+from engine.scenario._load import apply_overrides
 from tests.helpers import scenario_data, write_bank
 
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import Item, ScenarioError, derive_seed, plan_episodes
+from engine import Item, ScenarioError, derive_seed
+from engine.scenario._plan import plan_episodes
 from tests.helpers import make_scenario
 
 
