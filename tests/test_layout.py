@@ -182,3 +182,16 @@ def test_engine_tests_mirror_its_layers() -> None:
         assert relative.parts[0] in LAYERS, f"tests/engine/{relative} names no engine layer"
         assert (ROOT / "engine" / relative / "__init__.py").is_file(), f"tests/engine/{relative} mirrors no package"
         assert (folder / "__init__.py").is_file(), f"tests/engine/{relative} is not a package"
+
+
+def test_a_family_of_modules_is_a_folder() -> None:
+    """Three or more modules named `_x`, `_x_...` in one folder are one thing in parts: they get a folder `x/`
+    (as `tools/serve/`, `tools/calibrate/` and `models/sim/` did), so the tree shows the design."""
+    families = []
+    for init in (ROOT / "engine").rglob("__init__.py"):
+        stems = [p.stem for p in init.parent.glob("_*.py") if p.name not in {"__init__.py", "__main__.py"}]
+        for family in {stem.split("_")[1] for stem in stems}:
+            members = sorted(s for s in stems if s == f"_{family}" or s.startswith(f"_{family}_"))
+            if len(members) >= 3:
+                families.append(f"{init.parent.relative_to(ROOT).as_posix()}: {members}")
+    assert families == []
