@@ -52,6 +52,7 @@ McqConstruction = Literal["heuristic", "model"]
 MCQ_CONSTRUCTIONS: tuple[McqConstruction, ...] = ("heuristic", "model")
 BUILD_TASK = "case_mcq_build"
 CANDIDATES = 10
+UNUSABLE = "model reply unusable twice"
 """Candidates shown to the model for a 4-option item, as in the paper."""
 EditLevel = Literal["none", "surface", "light", "fuller"]
 
@@ -183,7 +184,7 @@ def _check(choice: DistractorChoice | BinaryChoice, candidates: int) -> None:
 async def _ask(
     ctx: EpisodeContext, case: Case, response: ResponseType, variant: str, strategy: int, right: str
 ) -> Built | str | None:
-    """The model's options; None when the case lacks the material; a reason when the reply was unusable."""
+    """The model's options; None when the case lacks the material; what was wrong when both replies were unusable."""
     if variant == "binary":
         candidates = list(case.strategies.ineffective)
         schema: type[DistractorChoice] | type[BinaryChoice] = BinaryChoice
@@ -212,20 +213,22 @@ async def _ask(
             problem = f"{type(exc).__name__}: {brief(str(exc))}"
             continue
         record: dict[str, Any] = {"by": f"model: {client.model_id}", "candidates": candidates}
+        options: tuple[str, ...]
         if isinstance(choice, BinaryChoice):
             options = (choice.correct_rewritten.strip(), choice.ineffective_rewritten.strip())
             record.update(chosen=[candidates[choice.ineffective]], rejected=[], forced=[])
         else:
             options = (choice.correct_rewritten.strip(), *(t.strip() for t in choice.distractors_rewritten))
             valid = range(len(candidates))
+            rejected = [{"text": candidates[r.index], "reason": r.reason} for r in choice.rejected if r.index in valid]
             record.update(
                 chosen=[candidates[i] for i in choice.distractors],
-                rejected=[{"text": candidates[r.index], "reason": r.reason} for r in choice.rejected if r.index in valid],
+                rejected=rejected,
                 forced=[candidates[i] for i in choice.forced if i in valid],
             )
         record.update(edit_level=choice.edit_level, options=list(options))
         return Built(options, record)
-    return f"model reply unusable twice ({problem})"
+    return problem
 
 
 async def construct_mcq(
@@ -235,7 +238,7 @@ async def construct_mcq(
     wanted = ctx.episode.extras.get("mcq_construction", "heuristic")
     fixed = any(m.response == response and m.variant == variant for m in case.mcqs)
     effective = case.strategies.effective(response)
-    why = ""
+    why, problem = "", ""
     if wanted == "model" and not fixed and strategy < len(effective):
         if not ctx.judge_clients:
             why = "no judge model configured"
@@ -247,14 +250,15 @@ async def construct_mcq(
             if built is None:
                 return None, {"by": f"model: {ctx.judge_clients[0].model_id}"}
             if isinstance(built, Built):
-                mcq = ordered_mcq(built.options, "built", effective[strategy], rng)
-                return mcq, dict(built.record)
-            why = built
+                return ordered_mcq(built.options, "built", effective[strategy], rng), dict(built.record)
+            why, problem = UNUSABLE, str(built)
     similarity = float(ctx.episode.extras.get("distractor_max_similarity", DISTRACTOR_MAX_SIMILARITY))
     mcq = build_mcq(ctx.episode.item, case, response, variant, rng, strategy=strategy, max_similarity=similarity)
     record: dict[str, Any] = {"by": "dataset" if fixed else "heuristic"}
     if why:
         record["why"] = why
+    if problem:
+        record["problem"] = problem
     if mcq is not None:
         record["options"] = [mcq.options[mcq.correct], *(o for i, o in enumerate(mcq.options) if i != mcq.correct)]
     return mcq, record

@@ -57,7 +57,7 @@ def sim_build(request: ChatRequest, rng: random.Random, knobs: Any) -> str:
         return orjson.dumps(reply).decode()
     answers = [correct, *_strings(data.get("siblings"))]
     immediate = data.get("response") == "immediate"
-    rejected = []
+    rejected: list[dict[str, Any]] = []
     for index, text in enumerate(candidates):
         if any(overlap(text, answer) >= TOO_CLOSE for answer in answers):
             rejected.append({"index": index, "reason": "too_close"})
@@ -65,7 +65,7 @@ def sim_build(request: ChatRequest, rng: random.Random, knobs: Any) -> str:
             rejected.append({"index": index, "reason": "impossible"})
     out = {r["index"] for r in rejected}
     clean = [i for i in range(len(candidates)) if i not in out]
-    forced = [r["index"] for r in rejected][: max(0, 3 - len(clean))]
+    forced = [int(r["index"]) for r in rejected][: max(0, 3 - len(clean))]
     picks = (clean + forced)[:3]
     reply = {
         "distractors": picks,

@@ -183,9 +183,7 @@ def build_mcq(
     return ordered_mcq(options, source, options[correct], rng, correct=correct)
 
 
-def ordered_mcq(
-    options: Sequence[str], source: str, strategy: str, rng: random.Random, *, correct: int = 0
-) -> MCQ:
+def ordered_mcq(options: Sequence[str], source: str, strategy: str, rng: random.Random, *, correct: int = 0) -> MCQ:
     """The MCQ whose right option is `options[correct]`, shown in an order shuffled with `rng` (the episode's)."""
     order = list(range(len(options)))
     rng.shuffle(order)

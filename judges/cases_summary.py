@@ -39,6 +39,7 @@ from engine import (
 from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
+from .cases_origin import mcq_builders
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
 
@@ -126,6 +127,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                 "deescalation": self._deescalation(interactive, seed),
                 "diversity": self._diversity(open_records),
                 "case_recovery": case_recovery(open_records, lambda r: open_scores(r)[2]),
+                "mcq_construction": mcq_builders(mcq),
                 "skipped": dict(sorted(skipped.items())),
             }
         }
