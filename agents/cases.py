@@ -328,7 +328,7 @@ class CasesProtocol:
             tries = 1 + self.retries
             guessed = {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], tries, (prompt + 150) * tries)}
             if episode.extras.get("mcq_construction") == "model" and scenario.models.judge:
-                guessed["judge"] = CallEstimate(1, 1400, 2, 2 * 1800)  # one build call per MCQ, one retry at most
+                guessed["judge"] = CallEstimate(1, 470, 2, 2 * 1200)  # a build call per MCQ (sim-measured), one retry
             return guessed
         guesses = {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], 1, prompt + 120)}
         judges = judge_calls(built, 1)
