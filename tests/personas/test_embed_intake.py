@@ -10,7 +10,7 @@ import pytest
 
 from engine.cli._main import main
 from engine.tools._embed import source_intake
-from personas.cases import BUILTIN_FILE
+from personas.case_model import BUILTIN_FILE
 from tests.personas.test_intake import _release_with_gaps
 
 
