@@ -10,9 +10,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from engine import EpisodeRecord, Note, Section
+from engine import Episode, EpisodeRecord, Note, Scenario, Section
 
-__all__ = ("DEMOGRAPHICS_ABSENT", "HEURISTIC_OPTIONS", "demographics_section", "mcq_builders", "mcq_options_origin")
+__all__ = (
+    "DEMOGRAPHICS_ABSENT",
+    "HEURISTIC_OPTIONS",
+    "demographics_section",
+    "mcq_builders",
+    "mcq_options_origin",
+    "mcq_plan_notes",
+)
 
 HEURISTIC_OPTIONS = "options chosen by simrun's heuristic, not the paper's LLM selection"
 DEMOGRAPHICS_ABSENT = (
@@ -60,3 +67,27 @@ def demographics_section() -> Section:
         key="cases-demographics",
         provenance="TutorCaseBench Table 5; absent: the public data carries no region, education level or gender",
     )
+
+
+def mcq_plan_notes(scenario: Scenario, episodes: Sequence[Episode]) -> list[str]:
+    """What `simrun validate` and `--dry-run` say before a run whose MCQs a model is to build: by which model, at
+    how many calls, or that the heuristic will build them for want of a judge model."""
+    design = scenario.design.options if scenario.design is not None else {}
+    if design.get("mcq_construction") != "model":
+        return []
+    inputs = {
+        (e.item.id, tuple(sorted(e.condition.items())))
+        for e in episodes
+        if e.condition.get("task") in ("mcq4", "binary")
+    }
+    if not inputs:
+        return []
+    if not scenario.models.judge:
+        return [
+            "MCQ options: simrun's heuristic builds them, as no judge model is configured (mcq_construction: model)"
+        ]
+    model = scenario.models.judge[0].model
+    return [
+        f"MCQ options: built by {model}, one call per MCQ ({len(inputs)} MCQs; a second when a reply is unusable), "
+        "kept for its replicates"
+    ]

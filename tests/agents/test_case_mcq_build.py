@@ -17,6 +17,7 @@ import engine
 from agents.case_mcq_build import BUILD_TASK, BinaryChoice, DistractorChoice, distractor_candidates
 from agents.case_mcq_sim import PLAN_WORDS, TOO_CLOSE, overlap, sim_build
 from engine import ITEM_SOURCES, ChatRequest, RequestContext, load_scenario, run_sync
+from engine.cli._main import main
 from engine.runtime._rundir import RunDir
 from personas.cases import ResponseType, case_of
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -122,6 +123,17 @@ def test_without_a_judge_model_the_heuristic_builds_them_and_the_report_says_why
     )
     report = (result.run_dir / "report.md").read_text()
     assert f"options: {len(shown)} chosen by simrun's heuristic (no judge model configured)" in report
+
+
+def test_validate_says_who_will_build_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    sets = [f"--set={o}" for o in MCQ_ONLY]
+    assert main(["validate", str(SCENARIO), *sets, "--set=replicates=3"]) == 0
+    mcqs = 5 * 2 * 2 * 2 * 2  # 5 types x 2 cases x 2 responses x 2 strategies x 2 variants; replicates share theirs
+    assert f"MCQ options: built by sim/judge, one call per MCQ ({mcqs} MCQs;" in capsys.readouterr().out
+    assert main(["validate", str(SCENARIO), *sets, "--set=models.judge=[]", "--set=judges=[]"]) == 0
+    assert "MCQ options: simrun's heuristic builds them, as no judge model is configured" in capsys.readouterr().out
+    assert main(["validate", str(SCENARIO), "--set=design.tasks=[open]", "--set=design.mcq_construction=model"]) == 0
+    assert "MCQ options" not in capsys.readouterr().out
 
 
 # -- over real HTTP ----------------------------------------------------------------------------------------------
