@@ -22,6 +22,7 @@ __all__ = (
     "CaseTask",
     "Reference",
     "build_mcq",
+    "ordered_mcq",
     "parse_choice",
     "reference_strategies",
     "task_prompt",
@@ -179,9 +180,14 @@ def build_mcq(
                 return None
             options = [right, *found]
         correct, source = 0, "built"
+    return ordered_mcq(options, source, options[correct], rng, correct=correct)
+
+
+def ordered_mcq(options: Sequence[str], source: str, strategy: str, rng: random.Random, *, correct: int = 0) -> MCQ:
+    """The MCQ whose right option is `options[correct]`, shown in an order shuffled with `rng` (the episode's)."""
     order = list(range(len(options)))
     rng.shuffle(order)
-    return MCQ(tuple(options[i] for i in order), order.index(correct), source, options[correct])
+    return MCQ(tuple(options[i] for i in order), order.index(correct), source, strategy)
 
 
 def _distractors(

@@ -16,7 +16,10 @@ ending in the student's challenging behaviour, and asks the tutor one task, name
   — the same strategy against the ineffective strategy of this case closest to it in length. Options are
   shuffled with the episode seed; a dataset's own MCQs (public TutorCaseBench) are used, the n-th for
   `strategy: n`, when the case carries them. Scored exactly, against chance 1/options. `meta.mcq_strategy`
-  names the correct option's text.
+  names the correct option's text. With `mcq_construction: model` the scenario's first judge model selects the
+  distractors (or the binary pair's ineffective side) and rewrites the options' surface, as the paper did
+  (`agents.case_mcq_build`); the heuristic above is the default and the fallback, and each record says which
+  built its options (`meta.mcq_construction`).
 * `task: interactive` — the immediate response, judged the same way, then the persona student goes on for
   `turns` turns (the `case_persona` student's option) with tutor replies between them, and the conversation
   is judged for de-escalation.
@@ -49,6 +52,7 @@ from engine import (
 )
 from personas.cases import Case, ResponseType, case_of
 
+from .case_mcq_build import McqConstruction, construct_mcq
 from .case_tasks import (
     CASE_TASKS,
     DEFAULT_SYSTEM,
@@ -99,6 +103,9 @@ class CaseDesign:
         """MCQs per case and response type: one per effective strategy, up to this many."""
         distractor_max_similarity: float = Field(default=DISTRACTOR_MAX_SIMILARITY, gt=0.0, le=1.0)
         """Reject a distractor whose TF-IDF cosine with a right answer of the case exceeds this."""
+        mcq_construction: McqConstruction = "heuristic"
+        """`model`: the first judge model selects and rewrites the options, as the paper did (needs a judge model;
+        without one the heuristic builds them and the record says why); `heuristic` (the default) otherwise."""
 
     paired_factors = ("task", "response", "reference", "strategy")
     min_items = 1
@@ -126,6 +133,7 @@ class CaseDesign:
         return {
             "challenge_type": episode.item.domain,
             "distractor_max_similarity": self.options.distractor_max_similarity,
+            "mcq_construction": self.options.mcq_construction,
         }
 
 
@@ -284,15 +292,9 @@ class CasesProtocol:
     async def _mcq(self, ctx: EpisodeContext, case: Case, response: ResponseType, variant: str) -> None:
         number = ctx.condition.get("strategy", "1")
         strategy = int(number) - 1 if number.isdigit() and int(number) > 0 else 0
-        mcq = build_mcq(
-            ctx.episode.item,
-            case,
-            response,
-            variant,
-            random.Random(ctx.episode.seed_for("mcq")),
-            strategy=strategy,
-            max_similarity=float(ctx.episode.extras.get("distractor_max_similarity", DISTRACTOR_MAX_SIMILARITY)),
-        )
+        rng = random.Random(ctx.episode.seed_for("mcq"))
+        mcq, construction = await construct_mcq(ctx, case, response, variant, strategy, rng)
+        ctx.meta["mcq_construction"] = construction
         if mcq is None:
             ctx.metrics["skipped"] = f"no material for {variant} item {strategy + 1}"
             return
@@ -324,7 +326,10 @@ class CasesProtocol:
         prompt = 700 if episode.condition.get("reference") == "retrieved" else 550
         if task in ("mcq4", "binary"):
             tries = 1 + self.retries
-            return {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], tries, (prompt + 150) * tries)}
+            guessed = {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], tries, (prompt + 150) * tries)}
+            if episode.extras.get("mcq_construction") == "model" and scenario.models.judge:
+                guessed["judge"] = CallEstimate(1, 470, 2, 2 * 1200)  # a build call per MCQ (sim-measured), one retry
+            return guessed
         guesses = {"tutor": CallEstimate(1, _TYPICAL_CALL["tutor"], 1, prompt + 120)}
         judges = judge_calls(built, 1)
         guesses["judge"] = CallEstimate(judges, judges * _TYPICAL_CALL["judge"], judges, judges * (prompt + 600))

@@ -29,15 +29,13 @@ from engine import (
 )
 
 from .cases_model import CasesResults, CriteriaRow, GainRow, McqRow
+from .cases_origin import demographics_section, mcq_options_origin
 
 __all__ = ("cases_blocks", "rate_cell")
 
 ALL = "all"
 DISTINCT_N = (1, 2, 3, 4, 5)
 _ABOVE_CHANCE = "#12b76a"
-
-
-_MCQ_OPTIONS = "options chosen by simrun's heuristic, not the paper's LLM selection"
 
 
 def rate_cell(row: ClusteredRateSummary | None) -> str:
@@ -169,7 +167,7 @@ def _mcq_panel(rows: Sequence[McqRow], variant: str, types: Sequence[str]) -> Do
 
 def _mcq(data: CasesResults) -> Section:
     title, key = "Multiple choice: accuracy vs chance", "cases-mcq"
-    origin = "TutorCaseBench Table 3 (4-option MCQ) and its binary items; " + _MCQ_OPTIONS
+    origin = "TutorCaseBench Table 3 (4-option MCQ) and its binary items; " + mcq_options_origin(data.mcq_construction)
     rows = data.mcq
     if not rows:
         return Section(title, (Note("No multiple-choice task ran.", console=True),), key=key, provenance=origin)
@@ -362,6 +360,7 @@ def cases_blocks(data: CasesResults) -> list[Block]:
         _deescalation(data),
         _diversity(data),
         *_recovery(data),
+        demographics_section(),
     ]
     if data.skipped:
         skipped = ", ".join(f"{task} {count}" for task, count in data.skipped.items())

@@ -134,6 +134,8 @@ class CasesResults(BaseModel):
     deescalation: list[DeescalationRow]
     diversity: list[DiversityRow]
     case_recovery: list[RecoveryRow] = Field(default_factory=list)
+    mcq_construction: dict[str, int] = Field(default_factory=dict)
+    """MCQs shown, by who built their options (`judges.cases_origin.mcq_builders`)."""
     skipped: dict[str, int]
     """Episodes per task whose case lacks the task's material."""
 

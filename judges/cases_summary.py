@@ -27,7 +27,9 @@ from engine import (
     UNJUDGED,
     Block,
     BlockSummarizer,
+    Episode,
     EpisodeRecord,
+    Scenario,
     clustered_rate,
     correct_family,
     derive_seed,
@@ -39,6 +41,7 @@ from engine import (
 from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
+from .cases_origin import mcq_builders, mcq_plan_notes
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
 
@@ -126,6 +129,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                 "deescalation": self._deescalation(interactive, seed),
                 "diversity": self._diversity(open_records),
                 "case_recovery": case_recovery(open_records, lambda r: open_scores(r)[2]),
+                "mcq_construction": mcq_builders(mcq),
                 "skipped": dict(sorted(skipped.items())),
             }
         }
@@ -325,6 +329,12 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         return episode_verdict(record)
+
+    def plan_notes(
+        self, scenario: Scenario, episodes: Sequence[Episode], /, *, power_r: float | None = None
+    ) -> list[str]:
+        """Who will build the MCQ options (`simrun validate`, `--dry-run`)."""
+        return mcq_plan_notes(scenario, episodes)
 
     def episode_scores(self, record: EpisodeRecord, /) -> dict[str, float]:
         return episode_scores(record)

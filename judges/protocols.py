@@ -72,6 +72,15 @@ def cases_protocol(manifest: Mapping[str, Any]) -> str:
     sources = _sources(manifest)
     data = "the TutorCaseBench release" if "tutorcasebench" in sources else "simrun's own cases"
     extra = " (the interactive task is " + SIMRUN_ADDITION + ")" if "interactive" in tasks else ""
+    if {"mcq4", "binary"} & set(tasks):
+        judges = _part(manifest, "models").get("judge") or [None]
+        first = judges[0].get("model") if isinstance(judges[0], Mapping) else judges[0]
+        by_model = _part(manifest, "design").get("mcq_construction") == "model" and first
+        extra += (
+            f"; MCQ options selected and rewritten by {first}, as the paper built them"
+            if by_model
+            else "; MCQ options chosen by simrun's heuristic"
+        )
     return f"TutorCaseBench tasks {', '.join(map(str, tasks))} over {data}{extra}"
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from engine.core._errors import ScenarioError
 from engine.scenario._load import parse_model_override
 from engine.scenario._spec import ModelSpec
-from engine.tools._embed import check_embedding_model, embed_with, source_texts, write_vectors
+from engine.tools._embed import check_embedding_model, embed_with, source_intake, source_texts, write_vectors
 
 __all__ = ("embed_command",)
 
@@ -49,6 +50,10 @@ def embed_command(path: Path, source: str, model_text: str, batch: int, out: Pat
     """Embed the texts of the items in PATH and write {id: vector} to OUT, for `retrieval: embeddings`."""
     spec = _model_spec(model_text)
     texts = source_texts(source, path)
+    intake = source_intake(source, path)
+    Console(stderr=True, soft_wrap=True).print(
+        Text(f"items: {intake.line()}", style="yellow" if intake.skipped else "dim")
+    )
     started = time.perf_counter()
     vectors = embed_with(spec, list(texts.values()), batch=batch, probe=not no_probe)
     write_vectors(out, list(texts), vectors)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from engine.scenario._items import Item
 
-__all__ = ("CountedItems", "Intake")
+__all__ = ("CountedItems", "Intake", "intake_of")
 
 
 @dataclass
@@ -62,3 +62,10 @@ class CountedItems(list["Item"]):
         super().__init__(items)
         intake.kept = len(self)
         self.intake = intake
+
+
+def intake_of(found: list[Item], source: str, path: str) -> Intake:
+    """What a loader's result says it read, kept and skipped; a plain list is counted as kept, its reads unknown."""
+    intake = found.intake if isinstance(found, CountedItems) else Intake(read=None, kept=len(found))
+    intake.source, intake.path = source, path
+    return intake

@@ -15,7 +15,7 @@ from engine.core._inputs import check_input_path
 from engine.core._registry import Registry, options_model
 from engine.core._seeds import derive_seed
 from engine.scenario._data import item_path
-from engine.scenario._intake import CountedItems, Intake
+from engine.scenario._intake import Intake, intake_of
 from engine.scenario._items import ITEM_SOURCES, Item
 from engine.scenario._spec import Scenario
 
@@ -95,9 +95,7 @@ def load_counted_items(scenario: Scenario) -> tuple[list[Item], list[Intake]]:
         path = item_path(scenario, source)
         check_input_path(path, "item file", allow_dir=True)
         found = loader(path, source.options)
-        intake = found.intake if isinstance(found, CountedItems) else Intake(read=None, kept=len(found))
-        intake.source, intake.path = source.source, source.path
-        intakes.append(intake)
+        intakes.append(intake_of(found, source.source, source.path))
         items.extend(found)
     if not items:
         raise ScenarioError("the item sources gave no items: check their paths, `domains` and `limit`")

@@ -32,10 +32,19 @@ from engine.models._probe import probe_endpoints
 from engine.models._provider import PROVIDERS, ChatModel
 from engine.models._retry import retrying
 from engine.models._throttle import Throttle
+from engine.scenario._intake import Intake, intake_of
 from engine.scenario._items import ITEM_SOURCES
 from engine.scenario._spec import ModelSpec
 
-__all__ = ("EmbeddableSource", "check_embedding_model", "embed_all", "embed_with", "source_texts", "write_vectors")
+__all__ = (
+    "EmbeddableSource",
+    "check_embedding_model",
+    "embed_all",
+    "embed_with",
+    "source_intake",
+    "source_texts",
+    "write_vectors",
+)
 
 EMBED_ROLE = "embed"
 
@@ -136,6 +145,12 @@ def source_texts(source: str, path: Path) -> dict[str, str]:
     if not texts:
         raise ScenarioError(f"{path}: no texts to embed")
     return texts
+
+
+def source_intake(source: str, path: Path) -> Intake:
+    """What the item source read, kept and skipped in `path`, as a run would print it: the loader is asked for its
+    items once more, since `retrieval_texts` returns texts only (a one-off command can afford the second read)."""
+    return intake_of(ITEM_SOURCES.get(source)(path, {}), source, str(path))
 
 
 async def _embed(spec: ModelSpec, texts: Sequence[str], batch: int, probe: bool = True) -> list[list[float]]:

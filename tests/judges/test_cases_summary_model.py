@@ -55,6 +55,7 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
         "deescalation",
         "diversity",
         "case_recovery",
+        "mcq_construction",
         "skipped",
     ]
     assert list(cases["success"][0]) == ["challenge_type", "response", "reference", *CLUSTERED, "unjudged"]

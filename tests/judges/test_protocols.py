@@ -42,3 +42,14 @@ def test_cases_and_remath_say_which_data_and_which_additions_ran() -> None:
     assert remath_protocol(_manifest(items=[{"source": "bridge"}], design={"given": ["none"]})) == (
         "ReMath Tasks A–C over the Bridge/ReMath release"
     )
+
+
+def test_cases_say_who_built_the_mcq_options() -> None:
+    judge = {"judge": [{"model": "openai/builder"}]}
+    built = _manifest(design={"tasks": ["mcq4"], "mcq_construction": "model"}, models=judge)
+    assert cases_protocol(built).endswith(
+        "; MCQ options selected and rewritten by openai/builder, as the paper built them"
+    )
+    no_judge = _manifest(design={"tasks": ["binary"], "mcq_construction": "model"}, models={"judge": []})
+    assert cases_protocol(no_judge).endswith("; MCQ options chosen by simrun's heuristic")
+    assert "MCQ" not in cases_protocol(_manifest(design={"tasks": ["open"]}, models=judge))
