@@ -206,6 +206,17 @@ def test_a_resumed_run_reaches_the_same_stop_and_verdicts(tmp_path: Path) -> Non
     assert resumed.reason == clean.reason
 
 
+def test_a_rerun_from_the_cache_reaches_the_same_stop_and_verdicts(tmp_path: Path) -> None:
+    """The cache answers the second run's calls; the records, hence the waves, the stop and the e-values, agree."""
+    scenario, cache = _sequential(tmp_path, 0.6), tmp_path / "responses.sqlite3"
+    first_runner = Runner(scenario, out=tmp_path / "a", probe=False, cache=cache)
+    second_runner = Runner(scenario, out=tmp_path / "b", probe=False, cache=cache)
+    first, second = anyio.run(first_runner.run), anyio.run(second_runner.run)
+    assert second_runner.stats.requests == 0 and second_runner.stats.cache_hits == first_runner.stats.requests > 0
+    assert _manifest_sequential(second.run_dir) == _manifest_sequential(first.run_dir)
+    assert second.reason == first.reason and "sequential stop" in first.reason
+
+
 class FailsOnOneItem:
     """The scenario's own tutor, except that it fails every episode of one item (a first-wave outage)."""
 
