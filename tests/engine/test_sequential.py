@@ -214,7 +214,7 @@ def test_a_rerun_from_the_cache_reaches_the_same_stop_and_verdicts(tmp_path: Pat
     first, second = anyio.run(first_runner.run), anyio.run(second_runner.run)
     assert second_runner.stats.requests == 0 and second_runner.stats.cache_hits == first_runner.stats.requests > 0
     assert _manifest_sequential(second.run_dir) == _manifest_sequential(first.run_dir)
-    assert second.reason == first.reason and "sequential stop" in first.reason
+    assert second.reason == first.reason and "sequential stop" in (first.reason or "")
 
 
 class FailsOnOneItem:
