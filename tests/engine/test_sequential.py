@@ -343,6 +343,18 @@ def test_the_live_line_and_the_report_show_each_question(tmp_path: Path) -> None
     assert 'id="fig-seq-multi"' in html and 'id="fig-seq-single"' in html
 
 
+def test_a_run_without_a_stopping_rule_is_labelled_fixed_sample(tmp_path: Path) -> None:
+    """Fixed-sample stays the default, and the report says what its p-values assume."""
+    write_bank(tmp_path / "bank.yaml", _items(2))
+    scenario = build_scenario(
+        scenario_data(factors={"dimension": ["cognitive"], "format": ["single"]}), base_dir=tmp_path
+    )
+    result = _run(scenario, tmp_path / "runs", report=write_report)
+    assert _manifest_sequential(result.run_dir) == {"design": "fixed-sample"}
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert "Fixed-sample design" in report and "## Sequential stopping" not in report
+
+
 def test_versus_makes_one_paired_question_per_level_of_a_designed_factor() -> None:
     """ "Is any fairness contrast a finding": every cue level against the baseline, one family."""
     fairness = Path(__file__).resolve().parents[2] / "scenarios" / "fairness.yaml"
