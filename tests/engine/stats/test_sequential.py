@@ -11,14 +11,25 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from bench.confseq_agreement import REFERENCE_X
 from engine import Runner, ScenarioError, build, build_scenario, load_built, write_report
 from engine.cli._live import status_line
 from engine.cli._main import main
 from engine.runtime._sequential import expand_questions
 from engine.scenario._stopping import QuestionSpec, StoppingSpec
-from engine.stats._sequential import Hypothesis, e_bh, e_process, hedged_capital, predictable_bets, sequential_path
+from engine.stats._sequential import (
+    GRID,
+    Hypothesis,
+    e_bh,
+    e_process,
+    hedged_capital,
+    predictable_bets,
+    sequential_path,
+)
 from tests.helpers import scenario_data, write_bank
 
 ALPHA = 0.05
@@ -54,6 +65,21 @@ def test_bets_use_only_earlier_values() -> None:
     changed = x.copy()
     changed[2] = 0.0
     assert predictable_bets(x, ALPHA)[:3] == pytest.approx(predictable_bets(changed, ALPHA)[:3])
+
+
+def _e_bh_rule(e: list[float], alpha: float) -> list[bool]:
+    """Wang & Ramdas's rule written out: the k* largest, k* = max{k : e_(k) ≥ m / (α k)}."""
+    ranked = sorted(e, reverse=True)
+    passing = [k for k in range(1, len(e) + 1) if ranked[k - 1] >= len(e) / (alpha * k)]
+    return [v >= ranked[max(passing) - 1] for v in e] if passing else [False] * len(e)
+
+
+@given(st.lists(st.floats(0.0, 1e4, allow_nan=False), max_size=12), st.sampled_from([0.01, 0.05, 0.1]))
+def test_e_bh_is_the_written_out_rule(e: list[float], alpha: float) -> None:
+    """scipy's BH on 1/e is e-BH; values within a hair of a threshold are left out (float rounding)."""
+    m = len(e)
+    assume(all(abs(v * alpha * k / m - 1) > 1e-9 for v in e for k in range(1, m + 1)))
+    assert e_bh(e, alpha) == _e_bh_rule(e, alpha)
 
 
 def test_e_bh_by_hand() -> None:
@@ -178,6 +204,17 @@ def test_a_resumed_run_reaches_the_same_stop_and_verdicts(tmp_path: Path) -> Non
     assert resumed.status == "finished"
     assert _manifest_sequential(resumed.run_dir) == _manifest_sequential(clean.run_dir)
     assert resumed.reason == clean.reason
+
+
+def test_a_rerun_from_the_cache_reaches_the_same_stop_and_verdicts(tmp_path: Path) -> None:
+    """The cache answers the second run's calls; the records, hence the waves, the stop and the e-values, agree."""
+    scenario, cache = _sequential(tmp_path, 0.6), tmp_path / "responses.sqlite3"
+    first_runner = Runner(scenario, out=tmp_path / "a", probe=False, cache=cache)
+    second_runner = Runner(scenario, out=tmp_path / "b", probe=False, cache=cache)
+    first, second = anyio.run(first_runner.run), anyio.run(second_runner.run)
+    assert second_runner.stats.requests == 0 and second_runner.stats.cache_hits == first_runner.stats.requests > 0
+    assert _manifest_sequential(second.run_dir) == _manifest_sequential(first.run_dir)
+    assert second.reason == first.reason and "sequential stop" in (first.reason or "")
 
 
 class FailsOnOneItem:
@@ -306,6 +343,18 @@ def test_the_live_line_and_the_report_show_each_question(tmp_path: Path) -> None
     assert 'id="fig-seq-multi"' in html and 'id="fig-seq-single"' in html
 
 
+def test_a_run_without_a_stopping_rule_is_labelled_fixed_sample(tmp_path: Path) -> None:
+    """Fixed-sample stays the default, and the report says what its p-values assume."""
+    write_bank(tmp_path / "bank.yaml", _items(2))
+    scenario = build_scenario(
+        scenario_data(factors={"dimension": ["cognitive"], "format": ["single"]}), base_dir=tmp_path
+    )
+    result = _run(scenario, tmp_path / "runs", report=write_report)
+    assert _manifest_sequential(result.run_dir) == {"design": "fixed-sample"}
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert "Fixed-sample design" in report and "## Sequential stopping" not in report
+
+
 def test_versus_makes_one_paired_question_per_level_of_a_designed_factor() -> None:
     """ "Is any fairness contrast a finding": every cue level against the baseline, one family."""
     fairness = Path(__file__).resolve().parents[3] / "scenarios" / "fairness.yaml"
@@ -317,3 +366,29 @@ def test_versus_makes_one_paired_question_per_level_of_a_designed_factor() -> No
     levels = sorted({e.condition["level"] for e in built.episodes} - {"none"})
     assert [q.name for q in questions] == [f"cue.{level}" for level in levels] and len(levels) >= 4
     assert all(q.paired is not None and q.paired.b == "none" and q.form == "paired" for q in questions)
+
+
+# confseq 0.0.11 (Howard, Waudby-Smith, Ramdas), built here against Boost 1.74, on bench's REFERENCE_X: its
+# `betting_mart` capitals (aGRAPA bets from its `lambda_aKelly`) and its running-intersection `betting_cs` at
+# 1/2000 resolution, less its one-step outward padding. `python bench/confseq_agreement.py --reference`
+# prints them where confseq is installed.
+CONFSEQ_E = {
+    ("above", 0.3): (1.68663767355, 3.58697396608, 64.7746134512),
+    ("below", 0.6): (15.1108656781, 207.811260645, 16259.5462647),
+    ("paired", 0.5): (2.45275397364, 6.72115916129, 19.4097796239),
+}
+CONFSEQ_CS = ((0.179, 0.669), (0.243, 0.56), (0.312, 0.5115))
+
+
+def test_e_processes_and_interval_match_the_reference_package() -> None:
+    """The numpy formulas reproduce the authors' own package, so their correctness does not rest on ours alone."""
+    x = np.array(REFERENCE_X)
+    for (side, null), expected in CONFSEQ_E.items():
+        e = e_process(x, Hypothesis(side, null), ALPHA)  # type: ignore[arg-type]
+        assert [e[9], e[19], e[39]] == pytest.approx(expected, rel=1e-9)
+    grid = np.linspace(0.0, 1.0, GRID)[1:-1]
+    inside = hedged_capital(x, grid, ALPHA) < np.log(1 / ALPHA)
+    low = np.maximum.accumulate([grid[row][0] for row in inside])
+    high = np.minimum.accumulate([grid[row][-1] for row in inside])
+    found = [(low[t], high[t]) for t in (9, 19, 39)]
+    assert found == [pytest.approx(bounds, abs=1e-9) for bounds in CONFSEQ_CS]
