@@ -6,7 +6,7 @@ dependency (docs/sequential.md, "Why the statistics are written out"). This scri
 Beta values, and paired differences mapped to [0, 1]. It compares the one-sided and hedged capitals, the
 verdict's e-process (the plug-in capital averaged with the aGRAPA capital; `confseq` calls those bets
 `lambda_aKelly`) and the running-intersection confidence sequence at 1/2000 resolution.
-`--reference` prints the values `tests/engine/test_sequential.py` pins on a fixed 40-value input.
+`--reference` prints the values `tests/engine/stats/test_sequential.py` pins on a fixed 40-value input.
 
 Installing `confseq` needs the Boost headers (`apt-get install libboost-dev`), a build without isolation
 (its pinned pybind11 2.6 does not compile on Python 3.11) and a NumPy-2 alias for `np.float_`, which this
