@@ -120,6 +120,8 @@ def test_crescendo_hazard_survival_and_pedagogy_tables_state_their_unjudged(cres
             f"| unjudged dialogues | {fmt} | count | {' | '.join(str(pedagogy_left[(fmt, s)]) for s in subjects)} |"
             in report
         )
+    page = (crescendo.run_dir / "report.html").read_text(encoding="utf-8")
+    assert page.count(left_out) == 3 and page.count("unjudged dialogues") == 3  # column + a row per format
     terminal = Console(width=200, record=True)
     terminal.print(CrescendoSummarizer().render_console(crescendo.summary))
     assert left_out in terminal.export_text()
@@ -212,6 +214,9 @@ def test_cases_criteria_and_reference_gain_rows_state_the_unjudged(casebench: en
     assert "| cases | unjudged responses |" in report
     for row in data["reference_gain"]:
         assert _row(report, row["metric"], row["unjudged"])
+    page = (casebench.run_dir / "report.html").read_text(encoding="utf-8")
+    assert "unjudged responses" in page
+    assert any(f"{row['unjudged']} unjudged" in page for row in data["criteria"] if row["unjudged"])
     terminal = Console(width=250, record=True)
     terminal.print(CasesSummarizer().render_console(casebench.summary))
     assert "unjudged responses" in terminal.export_text()
