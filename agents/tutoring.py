@@ -179,7 +179,9 @@ class FairnessProtocol:
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
         """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing); the tutor's
-        expected tokens are its calls at the size the simulator's tutor measures (bench/estimate_accuracy.py)."""
+        expected tokens are its calls at the size the simulator's tutor measures (bench/estimate_accuracy.py); the
+        student is expected to stop midway through its budget (the tutor's reveal or the student's answer can end
+        the dialogue at any reply), its prompt starting from its own system prompt and the opening."""
         scenario = built.scenario
         options = built.plugins.student_options
         max_turns = getattr(options, "max_turns", DEFAULT_MAX_TURNS)
