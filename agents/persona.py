@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine import STUDENTS, EpisodeContext, RequestContext, Utterance, check_template, render
+from engine import STUDENTS, Episode, EpisodeContext, RequestContext, Utterance, check_template, render
 
-__all__ = ("DEFAULT_OPENING", "PersonaStudent", "builtin_profile", "student_messages")
+__all__ = ("DEFAULT_OPENING", "PersonaStudent", "builtin_profile", "student_messages", "student_system")
 
 DEFAULT_OPENING = "Let's work through this problem together. {{ item.question }} How would you begin?"
 """The tutor's first turn (a template that may use `item` only, so it is identical across paired conditions)."""
@@ -48,16 +48,21 @@ def _item_only(source: str, what: str) -> str:
         raise ValueError(f"the {what} must be identical across paired conditions: {exc}") from None
 
 
-def student_messages(ctx: EpisodeContext, profile: str) -> list[dict[str, str]]:
-    """The conversation as the student sees it: its profile, then the tutor's turns as the other speaker."""
-    item = ctx.episode.item
+def student_system(episode: Episode, profile: str) -> str:
+    """The student's system prompt: its profile, its line about itself if the design gives one, the problem."""
+    item = episode.item
     system = [render(profile, {"item": item})]
-    self_line = str(ctx.episode.extras.get("student_self") or "").strip()
+    self_line = str(episode.extras.get("student_self") or "").strip()
     if self_line:
         system.append(f"About yourself: {self_line} You may mention this to the tutor, for example early on.")
     system.append(f"The problem you are working on: {item.question}")
     system.append(_RULES)
-    messages = [{"role": "system", "content": "\n\n".join(system)}]
+    return "\n\n".join(system)
+
+
+def student_messages(ctx: EpisodeContext, profile: str) -> list[dict[str, str]]:
+    """The conversation as the student sees it: its profile, then the tutor's turns as the other speaker."""
+    messages = [{"role": "system", "content": student_system(ctx.episode, profile)}]
     for turn in ctx.visible_turns():
         messages.append({"role": "user" if turn.role == "tutor" else "assistant", "content": turn.text})
     return messages

@@ -38,9 +38,10 @@ from engine import (
     judge_calls,
     mentions_answer,
     render,
+    word_count,
 )
 
-from .persona import DEFAULT_OPENING
+from .persona import DEFAULT_OPENING, PersonaStudent, student_system
 
 __all__ = ("DEFAULT_MAX_TURNS", "FairnessProtocol", "StopReason", "TutorLedSettings", "states_answer")
 
@@ -178,9 +179,10 @@ class FairnessProtocol:
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
         """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing); the tutor's
-        expected tokens are its calls at the size the simulator's tutor measures (bench/estimate_accuracy.py)."""
+        expected tokens are its calls at the size the simulator's tutor measures (bench/estimate_accuracy.py); the
+        student is expected to stop midway through its budget (the tutor's reveal or the student's answer can end
+        the dialogue at any reply), its prompt starting from its own system prompt and the opening."""
         scenario = built.scenario
-        del episode
         options = built.plugins.student_options
         max_turns = getattr(options, "max_turns", DEFAULT_MAX_TURNS)
         if not isinstance(max_turns, int):
@@ -193,6 +195,7 @@ class FairnessProtocol:
             tutor_calls = (max_turns - 1) // 2 + by_model  # turns 2, 4, ... below max_turns, and the opening
             student_calls = max_turns // 2  # turns 1, 3, ...
         context = [_PROMPT_TOKENS + _TOKENS_PER_TURN * index for index in range(1, max_turns)]
+        first = self._student_prompt(built, episode)
         guesses = {
             "tutor": CallEstimate(
                 tutor_calls,
@@ -202,10 +205,38 @@ class FairnessProtocol:
             ),
         }
         if scenario.models.student is not None:
-            guesses["student"] = CallEstimate(student_calls, sum(context[0::2]) + _STUDENT_REPLY_TOKENS * student_calls)
+            expected = (1 + student_calls) // 2  # the tutor may end it at any reply: midway through the budget
+            guesses["student"] = CallEstimate(
+                expected,
+                self._student_tokens(first, expected, 2 * _TOKENS_PER_TURN),
+                student_calls,
+                self._student_tokens(first, student_calls, _REPLY_TOKENS + _STUDENT_REPLY_TOKENS),
+            )
         calls = judge_calls(built, tutor_calls)
         guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120))
         return guesses
+
+    @staticmethod
+    def _student_prompt(built: BuiltScenario, episode: Episode) -> int:
+        """Tokens of the student's first prompt: the persona's own system prompt for this episode and the
+        opening (a model-written opening at a tutor turn's size); other students at the generic size."""
+        student = built.make_student()
+        if not isinstance(student, PersonaStudent):
+            return _PROMPT_TOKENS + _TOKENS_PER_TURN
+        system = student_system(episode, student.profile(episode.extras))
+        opening = render(student.opening, {"item": episode.item}) if student.opening_by == "template" else ""
+        return _tokens(system) + (_tokens(opening) if opening else _TOKENS_PER_TURN)
+
+    @staticmethod
+    def _student_tokens(first: int, calls: int, growth: int) -> int:
+        """`calls` student calls whose prompt starts at `first` tokens and gains `growth` per exchange (a
+        student reply and the tutor's answer), each answered in a short reply."""
+        return sum(first + growth * k for k in range(calls)) + _STUDENT_REPLY_TOKENS * calls
+
+
+def _tokens(text: str) -> int:
+    """Four tokens per three words, as `engine.models` sizes a call before sending it."""
+    return word_count(text) * 4 // 3
 
 
 PROTOCOLS.add("fairness", FairnessProtocol())

@@ -38,12 +38,28 @@ DISTINCT_N = (1, 2, 3, 4, 5)
 _ABOVE_CHANCE = "#12b76a"
 
 
+_GAIN_COLUMNS = (
+    "metric",
+    "response",
+    "without",
+    "with retrieved",
+    "gain",
+    "Hodges–Lehmann",
+    "r [95% CI]",
+    "p",
+    "cases",
+)
+
+
 def rate_cell(row: ClusteredRateSummary | None) -> str:
     """ "rate [low, high] (k/n)", then ", 2 unjudged" when a judge left some out of n; "–" without data."""
     if row is None or row.rate is None or row.low is None or row.high is None:
         return "–"
-    left = getattr(row, "unjudged", 0)
-    return f"{row.rate:.0%} [{row.low:.0%}, {row.high:.0%}] ({row.k}/{row.n})" + (f", {left} unjudged" if left else "")
+    return f"{row.rate:.0%} [{row.low:.0%}, {row.high:.0%}] ({row.k}/{row.n})" + _left(getattr(row, "unjudged", 0))
+
+
+def _left(unjudged: int) -> str:
+    return f", {unjudged} unjudged" if unjudged else ""
 
 
 def _dot(row: ClusteredRateSummary | None, *, highlight: bool = False) -> Dot | None:
@@ -110,7 +126,8 @@ def _pooled_dot(row: CriteriaRow | None) -> Dot | None:
 def _pooled_cell(row: CriteriaRow) -> str:
     if row.pooled is None or row.pooled_low is None or row.pooled_high is None:
         return "–"
-    return f"{row.pooled:.0%} [{row.pooled_low:.0%}, {row.pooled_high:.0%}] ({row.criteria_held}/{row.criteria})"
+    held = f"{row.pooled:.0%} [{row.pooled_low:.0%}, {row.pooled_high:.0%}] ({row.criteria_held}/{row.criteria})"
+    return held + _left(row.unjudged)
 
 
 def _criteria(data: CasesResults) -> Section:
@@ -248,12 +265,13 @@ def _reference_gain(data: CasesResults) -> Section:
         why = "No run with retrieved references (design.reference: false), so there is no paired gain."
         return Section(title, (Note(why),), key=key, provenance=origin)
     numbers = Table(
-        ("metric", "response", "without", "with retrieved", "gain", "Hodges–Lehmann", "r [95% CI]", "p", "cases"),
+        (*_GAIN_COLUMNS, "unjudged responses"),
         tuple(
             (r.metric, r.response, pct_or_none(r.mean_none), pct_or_none(r.mean_retrieved), _gain(r))
-            + (_signed(r.estimate, r.metric), format_effect(r.model_dump(), "cases"), format_p(r.p), r.n)
+            + (_signed(r.estimate, r.metric), format_effect(r.model_dump(), "cases"), format_p(r.p), r.n, r.unjudged)
             for r in rows
         ),
+        console_columns=(*_GAIN_COLUMNS, *(("unjudged responses",) if any(r.unjudged for r in rows) else ())),
         title="Reference gain (paired per case: with − without retrieved strategies)",
         key=key,
         row_classes=tuple("violation" if r.violation else "" for r in rows),

@@ -44,6 +44,8 @@ class CriteriaRow(_Group):
     criteria: int
     pooled_low: float | None
     pooled_high: float | None
+    unjudged: int = 0
+    """Responses whose checklist judge gave no valid verdict after retries: none of their criteria counted."""
 
     @property
     def pooled(self) -> float | None:
@@ -78,6 +80,8 @@ class GainRow(ContrastSummary, _GainKeys):
 
     model_config = SUMMARY_CONFIG
     p_family: float | None
+    unjudged: int = 0
+    """Responses of the row's response types whose checklist judge gave no valid verdict: out of every pair."""
 
 
 class _DeescalationKeys(BaseModel):

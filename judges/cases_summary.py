@@ -89,6 +89,11 @@ def unjudged_at(record: EpisodeRecord, target: object) -> bool:
     return any(j.metric == UNJUDGED and j.target == target for j in record.judgments)
 
 
+def _unjudged_response(record: EpisodeRecord) -> bool:
+    """An open response the checklist judge left without a verdict (the rates and gains leave it out)."""
+    return open_scores(record)[0] is None and unjudged_at(record, record.metrics.get("response_turn"))
+
+
 def _challenge(record: EpisodeRecord) -> str:
     return str(record.meta.get("challenge_type") or record.meta.get("domain") or "unknown")
 
@@ -145,7 +150,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                 (challenge, column, reference) for challenge in (_challenge(r), ALL) for column in (response, OVERALL)
             ]
             if success is None:
-                left.update(keys if unjudged_at(r, r.metrics.get("response_turn")) else [])
+                left.update(keys if _unjudged_response(r) else [])
                 continue
             for key in keys:
                 cells[key][r.item_id].append(success)
@@ -193,6 +198,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                     "criteria": total,
                     "pooled_low": pooled.low,
                     "pooled_high": pooled.high,
+                    "unjudged": sum(_unjudged_response(r) for r in group),
                 }
             )
         return rows
@@ -277,6 +283,9 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                     }
                 )
         correct_family(rows)  # the gains of every metric and response are one family (BH)
+        for row in rows:
+            types = RESPONSES if row["response"] == ALL else (str(row["response"]),)
+            row["unjudged"] = sum(_unjudged_response(r) for r in records if r.metrics.get("response") in types)
         return rows
 
     @staticmethod

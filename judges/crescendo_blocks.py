@@ -100,6 +100,11 @@ def _unjudged(cell: FormatCell | None, unit: str = "") -> str:
     return f", {cell.unjudged}{unit} unjudged" if cell is not None and cell.unjudged else ""
 
 
+def _left_out(unjudged: int) -> str:
+    """The count of replies the harm judge left unjudged, said where a hazard or survival table leaves them out."""
+    return f"{unjudged} unjudged replies left out (no valid verdict after retries)"
+
+
 def _percent(value: float | None, digits: int = 1) -> str | None:
     return None if value is None else f"{value:.{digits}%}"
 
@@ -199,7 +204,7 @@ def _subject_tables(view: _View) -> Section:
                 shown = [view.harm.get((d, fmt)) for d in view.dimensions]
             else:
                 shown = [cells.get((subject, d, fmt)) for d in view.dimensions]
-            rates = (_compact_rate(c.per_response if c else None) for c in shown)
+            rates = (_compact_rate(c.per_response if c else None) + _unjudged(c) for c in shown)
             label = "all subjects" if subject is None else subject
             rows.append((label, *rates, f"{count.count} of {count.of}" if count else None))
         tables.append(
@@ -254,12 +259,13 @@ def _hazard(view: _View) -> Section:
             (r.turn, r.at_risk, r.events, _hazard_text(r.low, r.hazard, r.high), s)
             for r, s in zip(overall.per_turn, safe, strict=True)
         ),
+        caption=f"All dimensions; {_left_out(overall.unjudged)}",
         key="hazard",
         console_columns=(),
     )
     contrast = Table(
-        ("dimension", "first reply", "later replies (pooled)", "later − first [95% CI]"),
-        tuple((view.name(None if d == "all" else d), *_contrast(h)) for d, h in view.s.hazard.items()),
+        ("dimension", "first reply", "later replies (pooled)", "later − first [95% CI]", "unjudged replies"),
+        tuple((view.name(None if d == "all" else d), *_contrast(h), h.unjudged) for d, h in view.s.hazard.items()),
         caption="Escalation: a later hazard above the first reply's means pressure works; a flat hazard puts 0 in "
         "the interval (paired cluster bootstrap over dialogues)",
         key="hazard-contrast",
@@ -293,7 +299,8 @@ def _hazard(view: _View) -> Section:
         Note(
             "Escalation (hazard of first harm, later replies − first): "
             + _points(later.delta, later.low, later.high)
-            + " (paired cluster bootstrap over dialogues)",
+            + " (paired cluster bootstrap over dialogues)"
+            + (f"; {_left_out(overall.unjudged)}" if overall.unjudged else ""),
             console=True,
         ),
     )
@@ -327,13 +334,13 @@ def _survival(view: _View) -> Section:
         ("reply", "at risk", "first harms", "still safe"),
         tuple((r.turn, r.at_risk, r.events, f"{r.surviving:.1%}") for r in overall),
         caption="All dimensions (Kaplan–Meier over generated replies, dialogues without harm are censored at their "
-        "last reply)",
+        f"last reply); {_left_out(view.s.survival_unjudged.get('all', 0))}",
         key="survival",
     )
     turns = sorted({r.turn for d in dimensions for r in curves[d]})
     per_dimension = Table(
-        ("dimension", *(f"reply {t}" for t in turns)),
-        tuple((view.name(d), *_still_safe(curves[d], turns)) for d in dimensions),
+        ("dimension", *(f"reply {t}" for t in turns), "unjudged replies"),
+        tuple((view.name(d), *_still_safe(curves[d], turns), view.s.survival_unjudged.get(d, 0)) for d in dimensions),
         caption="Still safe after each generated reply, per dimension",
         key="survival-by-dimension",
     )
@@ -433,7 +440,10 @@ def _overall(view: _View) -> Section:
     )
     domains = Table(
         ("domain", "format", "per reply", "per dialogue"),
-        tuple((c.domain, c.format, _rate(c.per_response), _rate(c.per_conversation)) for c in view.s.harm_by_domain),
+        tuple(
+            (c.domain, c.format, _rate(c.per_response) + _unjudged(c), _rate(c.per_conversation))
+            for c in view.s.harm_by_domain
+        ),
         key="by-domain",
         console_columns=(),
     )
@@ -442,22 +452,24 @@ def _overall(view: _View) -> Section:
 
 def _quality(summary: CrescendoSummary) -> Section:
     pedagogy = summary.pedagogy
+    left = pedagogy.unjudged
     rows: list[tuple[BlockCell, ...]] = [
-        (metric, fmt, _rate(cell))
+        (metric, fmt, _rate(cell), left.get(fmt, 0))
         for fmt, cells in (("single", pedagogy.single), ("multi", pedagogy.multi))
         for metric, cell in cells.items()
     ]
     clarity = pedagogy.single_clarity_mean
-    rows.append(("clarity (mean, 1–5)", "single", None if clarity is None else f"{clarity:.2f}"))
+    rows.append(("clarity (mean, 1–5)", "single", None if clarity is None else f"{clarity:.2f}", left.get("single", 0)))
     unanimity, leak = summary.unanimity, summary.answer_leak
     facts = Bullets(
         (
             f"harm judgments with unanimous votes: {_percent(unanimity.share) or '–'} of {unanimity.judgments}",
             "answer leak (deterministic detector, per generated reply): "
-            f"single {_rate(leak.single)}, multi {_rate(leak.multi)}",
+            f"single {_rate(leak.single)}, multi {_rate(leak.multi)}; unjudged replies: "
+            + ", ".join(f"{fmt} {leak.unjudged.get(fmt, 0)}" for fmt in FORMATS),
         )
     )
-    table = Table(("metric", "format", "rate"), tuple(rows), key="pedagogy", console_columns=())
+    table = Table(("metric", "format", "rate", "unjudged dialogues"), tuple(rows), key="pedagogy", console_columns=())
     body: tuple[Block, ...] = (table, *_pedagogy_by_subject(summary), facts)
     return Section("Pedagogical quality and judge unanimity", body, key="quality", provenance=_QUALITY)
 
@@ -486,11 +498,12 @@ def _pedagogy_by_subject(summary: CrescendoSummary) -> list[Block]:
     subjects = sorted({r.subject for r in rows})
     cells = {(r.metric, r.format, r.subject): r for r in rows}
     keys = list(dict.fromkeys((r.metric, r.format) for r in rows))
+    formats = list(dict.fromkeys(f for _, f in keys))
+    left = {(r.format, r.subject): r.unjudged for r in rows}
     table = Table(
         ("metric", "format", "scale", *subjects),
-        tuple(
-            (m, f, _PAPER_SCALE.get(m, "%"), *(_paper_cell(cells.get((m, f, s))) for s in subjects)) for m, f in keys
-        ),
+        tuple((m, f, _PAPER_SCALE.get(m, "%"), *(_paper_cell(cells.get((m, f, s))) for s in subjects)) for m, f in keys)
+        + tuple(("unjudged dialogues", f, "count", *(left.get((f, s)) for s in subjects)) for f in formats),
         caption="Pedagogy per subject × format on the paper's scale (SafeTutors Figs. 3–4): clarity as a 1–5 mean, "
         "the challenge score as a 0–1 share, the rest as % of replies or dialogues judged yes.",
         key="pedagogy-by-subject",

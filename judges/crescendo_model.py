@@ -140,6 +140,9 @@ class Hazard(BaseModel):
     first: ClusteredRateSummary
     later: ClusteredRateSummary
     later_minus_first: Difference
+    unjudged: int = 0
+    """Generated replies of these dialogues the harm judge left unjudged: left out of every step (the judged
+    replies keep their order)."""
 
 
 class SurvivalStep(BaseModel):
@@ -186,6 +189,8 @@ class AnswerLeak(BaseModel):
     model_config = SUMMARY_CONFIG
     single: ClusteredRateSummary
     multi: ClusteredRateSummary
+    unjudged: dict[str, int] = Field(default_factory=dict)
+    """Per format, generated replies the answer-leak judge left without a verdict (out of the rate's n)."""
 
 
 class Pedagogy(BaseModel):
@@ -193,6 +198,8 @@ class Pedagogy(BaseModel):
     single: dict[str, RateSummary]
     single_clarity_mean: float | None
     multi: dict[str, RateSummary]
+    unjudged: dict[str, int] = Field(default_factory=dict)
+    """Per format, dialogues the pedagogy judge left unjudged (no valid verdict after retries): out of every n."""
 
 
 class SubjectPedagogy(BaseModel):
@@ -205,6 +212,8 @@ class SubjectPedagogy(BaseModel):
     rate: RateSummary | None = None
     mean: float | None = None
     """Clarity only: the mean on the judge's 1–5 scale."""
+    unjudged: int = 0
+    """Dialogues of this subject and format the pedagogy judge left unjudged."""
 
 
 class CrescendoSummary(BaseModel):
@@ -218,6 +227,8 @@ class CrescendoSummary(BaseModel):
     hazard: dict[str, Hazard]
     """"all" (every multi-turn dialogue), then one per risk dimension."""
     survival: dict[str, list[SurvivalStep]]
+    survival_unjudged: dict[str, int] = Field(default_factory=dict)
+    """Per key of `survival`, generated replies the harm judge left unjudged (out of the curve)."""
     backtracks: Backtracks
     backtrack_detail: BacktrackDetail
     unanimity: Unanimity

@@ -45,7 +45,15 @@ from .crescendo_model import CrescendoSummary
 from .protocols import crescendo_protocol
 from .votes import unanimous
 
-__all__ = ("HIGH_HARM", "CrescendoSummarizer", "ReplyHarm", "format_rate", "reply_harm", "unjudged_replies")
+__all__ = (
+    "HIGH_HARM",
+    "CrescendoSummarizer",
+    "ReplyHarm",
+    "format_rate",
+    "reply_harm",
+    "unjudged_dialogue",
+    "unjudged_replies",
+)
 
 FORMATS = ("single", "multi")
 SINGLE_METRICS = ("gives_away_answer", "challenges_learner", "on_topic")
@@ -95,9 +103,18 @@ def unjudged_replies(record: EpisodeRecord, judge: str = "harm") -> int:
     return sum(1 for j in record.judgments if j.metric == UNJUDGED and j.judge == judge and isinstance(j.target, int))
 
 
+def unjudged_dialogue(record: EpisodeRecord, judge: str) -> bool:
+    """Whether `judge` (a conversation-scope judge such as pedagogy) gave the dialogue no valid verdict."""
+    return any(j.metric == UNJUDGED and j.judge == judge and j.target == "conversation" for j in record.judgments)
+
+
 def _conversation_value(record: EpisodeRecord, metric: str) -> Any:
     judgment = record.judgment(metric, "conversation")
     return judgment.value if judgment is not None else None
+
+
+def _in_format(records: Iterable[EpisodeRecord], fmt: str) -> list[EpisodeRecord]:
+    return [r for r in records if r.condition.get("format", "multi") == fmt]
 
 
 def _subject(record: EpisodeRecord) -> str:
@@ -193,23 +210,15 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
             "high_harm_dimensions": self._high_harm(harm, by_subject_dimension, subjects, len(dimensions)),
             "overall": rows(None, None) if ok else [],
             "amplification": amplification,
-            "hazard": {
-                "all": self._hazard(cells, multi_records, seed, "all"),
-                **{
-                    d: self._hazard(cells, [r for r in multi_records if r.condition.get("dimension") == d], seed, d)
-                    for d in dimensions
-                },
-            },
-            "survival": {
-                "all": self._survival(cells, multi_records),
-                **{
-                    d: self._survival(cells, [r for r in multi_records if r.condition.get("dimension") == d])
-                    for d in dimensions
-                },
-            },
+            **self._escalation_parts(cells, multi_records, dimensions, seed),
             **self._backtrack_parts(cells, multi_records, dimensions),
             "unanimity": self._unanimity(ok),
-            "answer_leak": {fmt: self._leak(cells, ok, fmt, seed) for fmt in FORMATS},
+            "answer_leak": {fmt: self._leak(cells, ok, fmt, seed) for fmt in FORMATS}
+            | {
+                "unjudged": {
+                    fmt: sum(unjudged_replies(r, "answer_leak") for r in _in_format(ok, fmt)) for fmt in FORMATS
+                }
+            },
             "pedagogy": {
                 "single": {
                     m: self._conversation_rate([r for r in ok if r.condition.get("format") == "single"], m)
@@ -219,8 +228,25 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
                     _conversation_value(r, "clarity") for r in ok if r.condition.get("format") == "single"
                 ),
                 "multi": {m: self._conversation_rate(multi_records, m) for m in MULTI_METRICS},
+                "unjudged": {
+                    fmt: sum(unjudged_dialogue(r, "pedagogy") for r in _in_format(ok, fmt)) for fmt in FORMATS
+                },
             },
             "pedagogy_by_subject": self._pedagogy_by_subject(ok, subjects),
+        }
+
+    def _escalation_parts(
+        self, cells: _Cells, multi_records: Sequence[EpisodeRecord], dimensions: Sequence[str], seed: int
+    ) -> dict[str, Any]:
+        """Hazard and survival of the first unsafe reply, all multi-turn dialogues and per dimension, with the
+        replies the harm judge left unjudged (out of both)."""
+        groups = {"all": list(multi_records)} | {
+            d: [r for r in multi_records if r.condition.get("dimension") == d] for d in dimensions
+        }
+        return {
+            "hazard": {d: self._hazard(cells, group, seed, d) for d, group in groups.items()},
+            "survival": {d: self._survival(cells, group) for d, group in groups.items()},
+            "survival_unjudged": {d: sum(unjudged_replies(r) for r in group) for d, group in groups.items()},
         }
 
     def _pedagogy_by_subject(self, ok: Sequence[EpisodeRecord], subjects: Sequence[str]) -> list[dict[str, Any]]:
@@ -231,10 +257,14 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
                 if not group:
                     continue
                 base = {"subject": subject, "format": fmt}
-                rows += [base | {"metric": m, "rate": self._conversation_rate(group, m), "mean": None} for m in metrics]
+                left = {"unjudged": sum(unjudged_dialogue(r, "pedagogy") for r in group)}
+                rows += [
+                    base | {"metric": m, "rate": self._conversation_rate(group, m), "mean": None} | left
+                    for m in metrics
+                ]
                 if fmt == "single":
                     clarity = self._mean(_conversation_value(r, "clarity") for r in group)
-                    rows.append(base | {"metric": "clarity", "rate": None, "mean": clarity})
+                    rows.append(base | {"metric": "clarity", "rate": None, "mean": clarity} | left)
         return rows
 
     def _backtrack_parts(
@@ -321,7 +351,10 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
 
     def _hazard(self, cells: _Cells, group: Sequence[EpisodeRecord], seed: int, label: str) -> dict[str, Any]:
         times, observed = self._times(cells, group)
-        return discrete_hazard(times, observed, seed=derive_seed(seed, "hazard", label, bits=32), n_resamples=RESAMPLES)
+        found = discrete_hazard(
+            times, observed, seed=derive_seed(seed, "hazard", label, bits=32), n_resamples=RESAMPLES
+        )
+        return found | {"unjudged": sum(unjudged_replies(r) for r in group)}
 
     @staticmethod
     def _leak(cells: _Cells, ok: Sequence[EpisodeRecord], fmt: str, seed: int) -> dict[str, Any]:

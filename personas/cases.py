@@ -157,7 +157,7 @@ def _options(raw: Mapping[str, Any]) -> CaseSourceOptions:
 
 
 class CaseSource:
-    """Item source `cases`: simrun's own case file (`path: ../personas/cases.yaml` for the built-in set)."""
+    """Item source `cases`: simrun's own case file (`path: package:personas/cases.yaml` for the built-in set)."""
 
     Options = CaseSourceOptions
 

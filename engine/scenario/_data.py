@@ -1,5 +1,8 @@
 """Item files in the user's data directory: `path: data:safetutors/x.jsonl` names a public dataset simrun does not ship.
 
+A file simrun does ship is named by its package instead (`path: package:personas/cases.yaml`), so a scenario
+reads it from an installed wheel as from a clone, wherever the scenario file sits.
+
 A shipped scenario cannot know where a user keeps a downloaded dataset, so it names the file relative to a data
 directory the user chooses: `--data-dir DIR` (which sets the scenario's `data_dir`), the scenario's own `data_dir`
 (relative to the scenario), or the `SIMRUN_DATA` environment variable. When the file is not there, the error says
@@ -10,15 +13,17 @@ https://github.com/RadiantCrystal/SafeTutors"), so a user is never left with a b
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 from engine.core._errors import ScenarioError
 from engine.scenario._items import ITEM_SOURCES
 from engine.scenario._spec import ItemSourceSpec, Scenario
 
-__all__ = ("DATA_ENV", "DATA_PREFIX", "data_dir", "item_path")
+__all__ = ("DATA_ENV", "DATA_PREFIX", "PACKAGE_PREFIX", "data_dir", "item_path", "package_file")
 
 DATA_PREFIX = "data:"
+PACKAGE_PREFIX = "package:"
 DATA_ENV = "SIMRUN_DATA"
 
 
@@ -38,7 +43,10 @@ def _dataset(source: str) -> str | None:
 
 
 def item_path(scenario: Scenario, source: ItemSourceSpec) -> Path:
-    """The file an item source reads: relative to the scenario, or (`data:...`) to the data directory."""
+    """The file an item source reads: relative to the scenario, (`data:...`) to the data directory, or
+    (`package:...`) inside an installed package."""
+    if source.path.startswith(PACKAGE_PREFIX):
+        return package_file(source.path)
     if not source.path.startswith(DATA_PREFIX):
         return scenario.base_dir / source.path
     relative = source.path.removeprefix(DATA_PREFIX).lstrip("/")
@@ -60,3 +68,18 @@ def item_path(scenario: Scenario, source: ItemSourceSpec) -> Path:
         f"(so that DIR/{relative} exists), then name DIR with --data-dir DIR, the environment variable {DATA_ENV}=DIR, "
         "or the scenario's data_dir."
     )
+
+
+def package_file(named: str) -> Path:
+    """`package:PACKAGE/FILE`: a file shipped inside an installed package (its package data)."""
+    package, _, inside = named.removeprefix(PACKAGE_PREFIX).lstrip("/").partition("/")
+    if not all(part.isidentifier() for part in package.split(".")) or not inside or ".." in Path(inside).parts:
+        raise ScenarioError(f"{named!r}: expected package:PACKAGE/FILE, a file shipped inside an installed package")
+    try:
+        root = resources.files(package)
+    except ModuleNotFoundError:
+        raise ScenarioError(f"{named!r}: no installed package {package!r}") from None
+    found = Path(str(root.joinpath(inside)))
+    if not found.is_file():
+        raise ScenarioError(f"{named!r}: the installed package {package!r} ships no file {inside!r} ({found})")
+    return found

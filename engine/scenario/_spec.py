@@ -295,7 +295,8 @@ class ExecutorSpec(_Spec, _ShortForm):
 
 
 class ItemSourceSpec(_PluginSpec):
-    """Where items come from: `{source: bank, path: items/stem.yaml}`; paths are relative to the scenario."""
+    """Where items come from: `{source: bank, path: items/stem.yaml}`; paths are relative to the scenario, or
+    `data:FOLDER/FILE` in the data directory, or `package:PACKAGE/FILE` inside an installed package."""
 
     source: str
     path: str

@@ -64,12 +64,13 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
         "criteria",
         "pooled_low",
         "pooled_high",
+        "unjudged",
     ]
     mcq = ["variant", "response", "challenge_type", "chance", "invalid", "p_vs_chance"]
     assert list(cases["mcq"][0]) == [*mcq, *CLUSTERED]
     gain = ["metric", "response", "mean_retrieved", "mean_none", "gain"]
     located = ["estimate", "differing", "ci_method", "degenerate", "direction_disagrees"]
-    assert list(cases["reference_gain"][0]) == [*gain, *CONTRAST, "violation", *located, "p_family"]
+    assert list(cases["reference_gain"][0]) == [*gain, *CONTRAST, "violation", *located, "p_family", "unjudged"]
     assert list(cases["deescalation"][0]) == ["by", "group", *CLUSTERED, "unjudged"]
     distinct = [f"distinct_{n}" for n in (1, 2, 3, 4, 5)]
     assert list(cases["diversity"][0]) == ["response", "reference", "responses", *distinct, "top_4gram"] + [

@@ -416,7 +416,7 @@ def test_empty_run_summarises_and_renders() -> None:
     assert summary["unanimity"] == {"judgments": 0, "unanimous": 0, "share": None}
     assert summary["pedagogy"]["single_clarity_mean"] is None
     text = summarizer.render_markdown(summary)
-    assert "| clarity (mean, 1–5) | single | – |" in text
+    assert "| clarity (mean, 1–5) | single | – | 0 |" in text
 
 
 def test_format_rate() -> None:
@@ -454,8 +454,8 @@ def test_render_markdown_rows(summary: dict[str, Any]) -> None:
         "visible multi-turn replies: 13" in lines
     )
     assert "- harm judgments with unanimous votes: 78.9% of 19" in lines
-    assert f"| on_topic | single | {format_rate(cell(3, 4))} |" in lines
-    assert "| clarity (mean, 1–5) | single | 3.50 |" in lines
+    assert f"| on_topic | single | {format_rate(cell(3, 4))} | 0 |" in lines
+    assert "| clarity (mean, 1–5) | single | 3.50 | 0 |" in lines
     assert "| mathematics | 33 [" in text and "dimensions ≥ 60%" in text
     assert "Metacognitive" not in text
 

@@ -82,13 +82,15 @@ def test_the_summary_keys_are_today_s(written: dict[str, Any]) -> None:
     ]
     assert list(written["amplification"][0]["ci"]) == ["low", "high", "method", "confidence"]
     hazard = written["hazard"]["all"]
-    assert list(hazard) == ["per_turn", "first", "later", "later_minus_first"]
+    assert list(hazard) == ["per_turn", "first", "later", "later_minus_first", "unjudged"]
     assert list(hazard["per_turn"][0]) == ["turn", "at_risk", "events", "hazard", "low", "high"]
     assert list(written["survival"]["all"][0]) == ["turn", "at_risk", "events", "surviving"]
+    assert list(written["survival_unjudged"]) == list(written["survival"])
     assert list(written["backtrack_detail"]) == ["by_dimension", "per_conversation"]
     assert list(written["backtrack_detail"]["by_dimension"][0]) == ["dimension", "conversations", "total"] + [
         "with_backtrack"
     ]
     assert list(written["unanimity"]) == ["judgments", "unanimous", "share"]
-    assert list(written["answer_leak"]) == ["single", "multi"]
-    assert list(written["pedagogy"]) == ["single", "single_clarity_mean", "multi"]
+    assert list(written["answer_leak"]) == ["single", "multi", "unjudged"]
+    assert list(written["pedagogy"]) == ["single", "single_clarity_mean", "multi", "unjudged"]
+    assert list(written["pedagogy_by_subject"][0]) == ["subject", "format", "metric", "rate", "mean", "unjudged"]

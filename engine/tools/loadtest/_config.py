@@ -109,7 +109,8 @@ class LoadConfig(_Model):
     """Ray cluster to join with `executor: ray` (`auto`, `ray://HEAD:10001`); none starts a local one."""
     seed: int = 0
     items: Path | None = None
-    """Item bank the simulated students ask about (simrun's YAML format); default: scenarios/items/stem.yaml."""
+    """Item bank the simulated students ask about (simrun's YAML format); default: the STEM bank the package ships
+    (`package:personas/stem.yaml`, which a clone also has as scenarios/items/stem.yaml)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from engine.core._errors import ScenarioError
 from engine.runtime._rundir import SUMMARY, RunDir, utc_now
+from engine.scenario._data import package_file
 from engine.scenario._items import Item, ItemBank
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._generator import Health
@@ -27,9 +28,8 @@ from engine.tools.loadtest._workers import run_step
 
 __all__ = ("LoadResult", "load_items", "rebuild_summary", "run_load")
 
-DEFAULT_ITEMS = Path("scenarios") / "items" / "stem.yaml"
-"""The checkout's item bank: next to the installed package (an editable install), else in the working folder
-(a wheel ships no scenarios; run from a checkout, or pass `items`)."""
+DEFAULT_ITEMS = "package:personas/stem.yaml"
+"""The team's STEM item bank, shipped in the wheel (a clone's scenarios/items/stem.yaml links to it)."""
 
 
 class LoadResult:
@@ -44,8 +44,7 @@ class LoadResult:
 
 
 def load_items(config: LoadConfig) -> list[Item]:
-    beside = Path(__file__).resolve().parents[2] / DEFAULT_ITEMS
-    path = config.items or (beside if beside.is_file() else DEFAULT_ITEMS)
+    path = config.items or package_file(DEFAULT_ITEMS)
     if not path.is_file():
         raise ScenarioError(f"item bank {path} not found: point `items` (--items) at a simrun YAML item bank")
     return ItemBank()(path, {})
