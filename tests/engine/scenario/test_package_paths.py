@@ -14,7 +14,7 @@ from engine.scenario._data import package_file
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._run import load_items
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CASEBENCH = ROOT / "scenarios" / "casebench.yaml"
 
 
