@@ -18,6 +18,8 @@ from engine.cli._verbosity import verbosity
 from engine.core._errors import ScenarioError
 from engine.core._format import fit_to_width
 from engine.models._provider import PROVIDERS
+from engine.report._console import console_blocks
+from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.report._sequential import sequential_lines
 from engine.runtime._build import BuiltScenario
@@ -64,6 +66,9 @@ def print_tables(console: Console, summary: dict[str, Any], summarizer: Any) -> 
 
     _print_played_by(console, summary)
     console.print(fit_to_width(view_for(summary, summarizer).render_console(summary), console.width))
+    agreement = judge_agreement_blocks(summary.get("judge_agreement"))
+    if agreement:
+        console.print(fit_to_width(console_blocks(agreement), console.width))
     _print_provenance(console, summary)
     for line in sequential_lines(summary):
         console.print(Text(line))

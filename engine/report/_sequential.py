@@ -14,7 +14,7 @@ from markupsafe import Markup
 from engine.report._blocks import SIMRUN_ADDITION
 from engine.report._svg import Cell, new_figure, plot, section, table
 from engine.report._svg_draw import Axes, Box, Scale, fit
-from engine.scenario._budget import format_usd
+from engine.core._format import format_usd
 
 __all__ = ("savings", "sequential_html", "sequential_lines", "sequential_markdown")
 

@@ -19,6 +19,7 @@ from importlib import metadata
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.core._errors import ScenarioError
+from engine.core._format import format_usd
 
 __all__ = ("Budget", "Price", "Spend", "format_usd", "price_of", "price_source", "spend")
 
@@ -164,7 +165,3 @@ def spend(tokens_by_role: Mapping[str, Mapping[str, Sequence[int]]], prices: Map
     return Spend(rows)
 
 
-def format_usd(usd: float | None) -> str:
-    if usd is None:
-        return "price unknown"
-    return f"${usd:,.4f}" if usd < 10 else f"${usd:,.2f}"

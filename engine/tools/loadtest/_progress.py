@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from engine.core._format import MISSING, format_fixed
+
 __all__ = ("ConsoleProgress", "LiveCounts", "ProgressSink", "load_label", "load_phrase", "step_line")
 
 TERMINAL_INTERVAL_S = 1.0
@@ -45,13 +47,13 @@ def load_label(step: Mapping[str, Any]) -> str:
     if step.get("concurrency") is not None:
         return f"{step['concurrency']} at once"
     rate = step.get("target_rate")
-    return "–" if rate is None else f"{rate:,.2f}/s"
+    return f"{format_fixed(rate)}/s" if rate is not None else MISSING
 
 
 def load_phrase(step: Mapping[str, Any]) -> str:
     if step.get("concurrency") is not None:
         return f"{step['concurrency']} conversations at once"
-    return f"{step['target_rate']:,.2f} conversations/s"
+    return f"{format_fixed(step['target_rate'])} conversations/s"
 
 
 def _ms(value: float | None) -> str:
