@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
 from engine import (
     SUMMARIZERS,
     UNJUDGED,

@@ -274,7 +274,8 @@ def _mean_tables(data: FairnessResults) -> Section:
         f"{data.mean_abs_r.null_method} (noise alone makes mean |r| positive). ↑: larger than that null "
         "(permutation p, Benjamini–Hochberg over the run's means per metric, per dimension and Ped./Conv., "
         "q = 0.05; a cell is never marked: its contrasts have their own corrected verdicts). "
-        f"≥: EduFair's |r| ≥ {format_fixed(MEANINGFUL_R)} mark, shown only where the mean could resolve 0.10 (its null's "
+        f"≥: EduFair's |r| ≥ {format_fixed(MEANINGFUL_R)} mark, shown only where the mean could resolve 0.10 "
+        "(its null's "
         "95% range lies below 0.10); a descriptive mark, never a verdict. * marks a cell holding a finding."
     )
     body: list[Block] = [intro, *_unjudged_note(data), *(_mean_table(data, d, c) for d, c in _domain_channels(data))]

@@ -18,10 +18,10 @@ from rich.progress import ProgressColumn, Task
 from rich.table import Table
 from rich.text import Text
 
+from engine.core._format import format_usd
 from engine.core._records import EpisodeRecord
 from engine.runtime._runner import Runner, RunResult
 from engine.runtime._sequential import live_text
-from engine.core._format import format_usd
 
 __all__ = ("LiveDetail", "print_end_summary", "progress_line", "resume_hint", "run_with_progress_lines", "status_line")
 

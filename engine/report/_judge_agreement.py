@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.core._format import format_estimate
 from engine.core._records import EpisodeRecord
 from engine.core._seeds import derive_seed
-from engine.core._format import format_estimate
 from engine.report._blocks import SIMRUN_ADDITION, Block, Note, Section, Table
 from engine.stats._agreement import judge_agreement, spec_labels, voted_units
 
@@ -74,6 +74,4 @@ def judge_agreement_blocks(block: Mapping[str, Any] | None) -> list[Block]:
         left=("level", "pairwise κ [95% CI]"),
     )
     intro = Note(_INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block["judges"]) + ".")
-    return [
-        Section("Agreement between judge models", (intro, table), key="judge-agreement", provenance=_PROVENANCE)
-    ]
+    return [Section("Agreement between judge models", (intro, table), key="judge-agreement", provenance=_PROVENANCE)]

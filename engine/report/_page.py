@@ -25,7 +25,7 @@ from engine.report._html_blocks import html_blocks
 from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.report._sections import EpisodeVerdict, HtmlSection, default_verdict, generic_section
-from engine.report._sequential import sequential_html
+from engine.report._sequential import sequential_blocks
 
 __all__ = ("MAX_TRANSCRIPTS", "EpisodeView", "render_episode_page", "render_page", "render_report")
 
@@ -270,8 +270,11 @@ def render_report(
     """
     results = summarizer.render_html(summary) if isinstance(summarizer, HtmlSection) else generic_section(summary)
     saved = (summary.get("run") or {}).get("saved") or {}
-    agreement = html_blocks(judge_agreement_blocks(summary.get("judge_agreement")))
-    results = Markup(results) + agreement + sequential_html(summary.get("sequential"), saved)
+    every_kind = [
+        *judge_agreement_blocks(summary.get("judge_agreement")),
+        *sequential_blocks(summary.get("sequential"), saved),
+    ]
+    results = Markup(results) + html_blocks(every_kind)
     embedded = select_transcripts(records, max_transcripts)
     at = list(lines) if lines is not None else list(range(1, len(records) + 1))
     episodes = [episode_view(r, at[i], _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]

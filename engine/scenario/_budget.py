@@ -163,5 +163,3 @@ def spend(tokens_by_role: Mapping[str, Mapping[str, Sequence[int]]], prices: Map
             usd = None if price is None else (prompt * price.input + completion * price.output) / 1_000_000
             rows.append((role, model, int(prompt), int(completion), usd))
     return Spend(rows)
-
-

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from engine.core._format import format_fixed, format_ms, format_pct, format_setting
 from engine.report._blocks import Block, BlockCell, Figure, Note, Section, Table
 from engine.report._histogram import Bar, BarPanel, Histogram
@@ -242,7 +243,9 @@ def render_load_html(summary: Mapping[str, Any], config: Mapping[str, Any], rows
         for index, step in enumerate(summary["steps"]):
             found = [row for row in rows if row.step == index]
             blocks.append(
-                Section(f"Step {index}: {load_phrase(step)}", tuple(_step(step, found, str(index))), key=f"step-{index}")
+                Section(
+                    f"Step {index}: {load_phrase(step)}", tuple(_step(step, found, str(index))), key=f"step-{index}"
+                )
             )
             nav.append((f"sec-step-{index}", f"step {index}"))
     else:

@@ -136,7 +136,9 @@ def _step_blocks(step: Mapping[str, Any]) -> list[Block]:
 
 def _slo(slo: Mapping[str, Any]) -> str:
     limits = [
-        f"{name.removesuffix('_ms')} ≤ {format_setting(limit)} ms" for name, limit in slo.items() if name.endswith("_ms")
+        f"{name.removesuffix('_ms')} ≤ {format_setting(limit)} ms"
+        for name, limit in slo.items()
+        if name.endswith("_ms")
     ]
     if not limits:
         return "none set"
