@@ -20,6 +20,7 @@ import jinja2
 import orjson
 from markupsafe import Markup
 
+from engine.core._format import format_count, format_sig, format_usd
 from engine.core._records import EpisodeRecord, Judgment
 from engine.report._html_blocks import html_blocks
 from engine.report._judge_agreement import judge_agreement_blocks
@@ -110,7 +111,7 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return format_sig(value, 4)
     if value is None or isinstance(value, str | int):
         return "null" if value is None else str(value)
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
@@ -224,17 +225,17 @@ def _spend(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     for role, models in sorted((calls.get("tokens_by_role") or {}).items()):
         for model, (prompt, completion) in sorted(models.items()):
-            rows.append((f"{role} · {model}", f"{prompt:,} + {completion:,} tokens"))
+            rows.append((f"{role} · {model}", f"{format_count(prompt)} + {format_count(completion)} tokens"))
     priced = ", ".join(f"{m} {_usd(usd)}" for m, usd in sorted(prices.items()))
     rows.append(("spend", f"{_usd(cost.get('total'))}" + (f" ({priced})" if priced else "")))
     if cost.get("price_source"):
         rows.append(("prices", f"scenario's, else {cost['price_source']}"))
-    rows.append(("cache hits", f"{int(calls.get('cache_hits') or 0):,}"))
+    rows.append(("cache hits", format_count(int(calls.get("cache_hits") or 0))))
     return rows
 
 
 def _usd(usd: Any) -> str:
-    return "price unknown" if usd is None else f"${float(usd):,.4f}"
+    return format_usd(None if usd is None else float(usd))
 
 
 def render_page(*, title: str, header: Mapping[str, Any] | None, body: Markup, nav: Iterable[tuple[str, str]]) -> str:

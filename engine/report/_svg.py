@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
+from engine.core._format import format_sig
 from engine.report._svg_draw import Canvas
 
 __all__ = (
@@ -57,7 +58,7 @@ def _cell(value: Cell, tag: str) -> Markup:
     if isinstance(value, bool):
         return Markup("<{0}>{1}</{0}>").format(Markup(tag), "yes" if value else "no")
     if isinstance(value, int | float):
-        text = f"{value:.3g}" if isinstance(value, float) else str(value)
+        text = format_sig(value) if isinstance(value, float) else str(value)
         return Markup('<{0} class="num">{1}</{0}>').format(Markup(tag), text)
     return Markup("<{0}>{1}</{0}>").format(Markup(tag), value)
 
