@@ -51,8 +51,8 @@ def chance_note(correction: Correction) -> str:
         note = (
             f"With no effect anywhere, the chance of any finding in this family is at most {format_setting(q)}. "
             "When some effects are real, Benjamini–Hochberg keeps the false discovery rate at or below "
-            f"{format_setting(q)}: the expected share of false findings among the findings, averaged over repeated studies; it does not bound this "
-            "run's share."
+            f"{format_setting(q)}: the expected share of false findings among the findings, averaged over repeated "
+            "studies; it does not bound this run's share."
         )
     else:
         note = f"With no effect anywhere, the chance of any finding in this family is at most {format_setting(q)}."
