@@ -15,7 +15,7 @@ from rich.console import RenderableType
 
 from engine.core._dirfiles import read_in, write_in
 from engine.core._format import MISSING, format_fixed, format_ms, format_pct, format_setting, format_sig
-from engine.report._blocks import Block, Bullets, Note, Section, Strong, Table
+from engine.report._blocks import Block, BlockCell, Bullets, Note, Section, Strong, Table
 from engine.report._console import console_blocks
 from engine.report._markdown import markdown_blocks
 from engine.tools.loadtest._generator import Health
@@ -108,8 +108,8 @@ def _step_facts(step: Mapping[str, Any]) -> Bullets:
 
 def latency_numbers(step: Mapping[str, Any]) -> Table:
     """Each latency's count, mean, percentiles and maximum (ms), the table every output shows."""
-    rows = tuple(
-        (name, stats["n"], _ms(stats["mean"]), *(_ms(stats[f"p{p}"]) for p in PERCENTILES), _ms(stats["max"]))
+    rows: tuple[tuple[BlockCell, ...], ...] = tuple(
+        (name, int(stats["n"]), _ms(stats["mean"]), *(_ms(stats[f"p{p}"]) for p in PERCENTILES), _ms(stats["max"]))
         for name, stats in latency_table(step)
         if stats is not None
     )
@@ -217,7 +217,7 @@ def _gate_line(step: Mapping[str, Any]) -> str:
     return f"gates: {' · '.join(parts)} → {verdict}"
 
 
-def _console_row(step: Mapping[str, Any]) -> tuple[str, ...]:
+def _console_row(step: Mapping[str, Any]) -> tuple[BlockCell, ...]:
     lat = step["latency_ms"]
 
     def pick(name: str, p: str) -> str:
