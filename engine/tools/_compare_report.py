@@ -83,7 +83,7 @@ def _runs_section(comparison: Comparison) -> Section:
     if any(run["simulated"] for run in comparison.runs):
         body.append(
             Note(
-                "Simulated results: at least one run used simrun's `sim` provider, a deterministic simulator, "
+                "Simulated results: at least one run used simrun's sim provider, a deterministic simulator, "
                 "not a language model."
             )
         )
