@@ -18,7 +18,7 @@ from rich.progress import ProgressColumn, Task
 from rich.table import Table
 from rich.text import Text
 
-from engine.core._format import format_usd
+from engine.core._format import format_count, format_pct, format_setting, format_usd
 from engine.core._records import EpisodeRecord
 from engine.runtime._runner import Runner, RunResult
 from engine.runtime._sequential import live_text
@@ -27,9 +27,7 @@ __all__ = ("LiveDetail", "print_end_summary", "progress_line", "resume_hint", "r
 
 
 def _tokens(count: int) -> str:
-    if count >= 1_000_000:
-        return f"{count / 1_000_000:.1f}M"
-    return f"{count / 1000:.1f}k" if count >= 10_000 else f"{count:,}"
+    return format_count(count, compact=True)
 
 
 def status_line(runner: Runner) -> str:
@@ -44,7 +42,7 @@ def status_line(runner: Runner) -> str:
     )
     parts = [errors, f"retries {stats.retries}", roles or "tokens 0", f"total {format_usd(spend.total)}"]
     if stats.cache_hits:
-        parts.append(f"cache hits {stats.cache_hits:,}")
+        parts.append(f"cache hits {format_count(stats.cache_hits)}")
     parts.append(live_text(runner.admission.manifest()))
     return " · ".join(part for part in parts if part)
 
@@ -66,8 +64,9 @@ class LiveDetail(ProgressColumn):
 def progress_line(runner: Runner, done: int, elapsed_s: float) -> str:
     """Episodes done of the plan, time so far, then `status_line`: one line of a piped run's log."""
     total = len(runner.episodes)
-    share = f" ({done / total:.0%})" if total else ""
-    return f"{runner.scenario.name}: {done:,}/{total:,} episodes{share} · {elapsed_s:,.0f} s · {status_line(runner)}"
+    share = f" ({format_pct(done / total)})" if total else ""
+    counted = f"{format_count(done)}/{format_count(total)} episodes{share}"
+    return f"{runner.scenario.name}: {counted} · {format_count(elapsed_s)} s · {status_line(runner)}"
 
 
 async def run_with_progress_lines(
@@ -93,7 +92,8 @@ async def run_with_progress_lines(
             line = Text(progress_line(runner, done, time.perf_counter() - started))
             await anyio.to_thread.run_sync(partial(console.print, line, soft_wrap=True))
 
-    planned = f"{runner.scenario.name}: {len(runner.episodes):,} episodes; a progress line every {every:g} s"
+    episodes = format_count(len(runner.episodes))
+    planned = f"{runner.scenario.name}: {episodes} episodes; a progress line every {format_setting(every)} s"
     console.print(Text(planned), soft_wrap=True)
     try:
         async with anyio.create_task_group() as group:
@@ -130,7 +130,7 @@ def print_end_summary(console: Console, runner: Runner, result: RunResult) -> No
     for column in ("role", "model", "prompt tokens", "completion tokens", "USD"):
         table.add_column(column, justify="left" if column in ("role", "model") else "right")
     for role, model, prompt, completion, usd in spend.rows:
-        table.add_row(Text(role), Text(model), f"{prompt:,}", f"{completion:,}", format_usd(usd))
+        table.add_row(Text(role), Text(model), format_count(prompt), format_count(completion), format_usd(usd))
     unpriced = f" (no price for {', '.join(spend.unpriced)})" if spend.unpriced else ""
-    table.caption = f"total {format_usd(spend.total)}{unpriced} · cache hits {runner.stats.cache_hits:,}"
+    table.caption = f"total {format_usd(spend.total)}{unpriced} · cache hits {format_count(runner.stats.cache_hits)}"
     console.print(table)

@@ -16,7 +16,7 @@ from engine.cli._live import print_end_summary
 from engine.cli._sequential_plan import print_sequential_plan
 from engine.cli._verbosity import verbosity
 from engine.core._errors import ScenarioError
-from engine.core._format import fit_to_width
+from engine.core._format import fit_to_width, format_count, format_fixed
 from engine.models._provider import PROVIDERS
 from engine.report._console import console_blocks
 from engine.report._judge_agreement import judge_agreement_blocks
@@ -159,10 +159,9 @@ def _print_estimate(
         total_tokens += guess.tokens
         upper_tokens += guess.upper_tokens
         names = ", ".join(sorted(set(by_role.get(role, ["-"]))))
-        shown = "unknown price" if cost is None else f"{cost:,.2f}"
-        table.add_row(
-            *map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", f"{guess.upper_tokens:,}", shown))
-        )
+        shown = "unknown price" if cost is None else format_fixed(cost, 2)
+        counts = (format_count(guess.calls), format_count(guess.tokens), format_count(guess.upper_tokens))
+        table.add_row(*map(Text, (role, names, *counts, shown)))
     console.print(table)
     console.print(Text(duration_text(spec, totals)))
     stopping = spec.design.stopping if spec.design is not None else None
@@ -170,18 +169,19 @@ def _print_estimate(
         calls = sum(guess.calls for guess in totals.values())
         print_sequential_plan(console, expand_questions(stopping, episodes), items, calls, total_cost, effects)
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
-        cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
+        cost_text = "unknown" if total_cost is None else f"${format_fixed(total_cost, 2)}"
         limits = ", ".join(
             part
             for part in (
-                f"--max-cost ${budget.max_cost:,.2f}" if budget.max_cost is not None else "",
-                f"--max-tokens {budget.max_tokens:,}" if budget.max_tokens is not None else "",
+                f"--max-cost ${format_fixed(budget.max_cost, 2)}" if budget.max_cost is not None else "",
+                f"--max-tokens {format_count(budget.max_tokens)}" if budget.max_tokens is not None else "",
             )
             if part
         )
         console.print(
             Text(
-                f"estimate {total_tokens:,} tokens (at most {upper_tokens:,}, at most {cost_text}); "
+                f"estimate {format_count(total_tokens)} tokens (at most {format_count(upper_tokens)}, at most "
+                f"{cost_text}); "
                 f"checked before each episode against {limits}"
             )
         )

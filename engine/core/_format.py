@@ -113,14 +113,21 @@ def format_sig(value: float | None, digits: int = 3) -> str:
     return MISSING if value is None else f"{value:.{digits}g}"
 
 
-def format_setting(value: float) -> str:
+def format_setting(value: float | None) -> str:
     """A configured number as its author wrote it ("0.05", "2", "1e-06"): a setting, not a measurement."""
-    return f"{value:g}"
+    return MISSING if value is None else f"{value:g}"
 
 
-def format_count(value: int | None) -> str:
-    """A count with thousands separated, "12,345"."""
-    return MISSING if value is None else f"{value:,}"
+def format_count(value: float | None, *, compact: bool = False) -> str:
+    """A count with thousands separated, "12,345"; `compact` shortens one from 10,000 up for a one-line status,
+    "12.3k", "4.5M"."""
+    if value is None:
+        return MISSING
+    if compact and value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if compact and value >= 10_000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:,.0f}"
 
 
 def format_usd(usd: float | None) -> str:

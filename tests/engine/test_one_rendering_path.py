@@ -41,6 +41,16 @@ HAND_RENDERED = {
 
 REPORT_MODULES = (
     "engine/report/*.py",
+    "engine/cli/_live.py",
+    "engine/cli/_show.py",
+    "engine/cli/_sequential_plan.py",
+    "engine/cli/_loadtest.py",
+    "engine/runtime/_runs.py",
+    "engine/runtime/_duration.py",
+    "engine/runtime/_sequential.py",
+    "engine/scenario/_budget.py",
+    "engine/tools/loadtest/_metrics.py",
+    "engine/tools/loadtest/_mode.py",
     "engine/tools/_compare*.py",
     "engine/tools/_calibrate*.py",
     "engine/tools/loadtest/_report.py",
@@ -51,7 +61,8 @@ REPORT_MODULES = (
     "judges/fairness_pivot.py",
     "judges/fairness_planning.py",
 )
-"""Modules whose text a report, a comparison, a calibration or a load test shows."""
+"""Modules whose text a report, a comparison, a calibration or a load test shows, and the terminal's lines about a
+run's progress, plan, spend and duration (`engine.stats._families` formats p values and effects beside them)."""
 
 NUMERIC_SPEC = re.compile(r":[+\- ]?[,_]?\d*(?:\.\d+)?[%fFgGeEn]\}|:[,_]d?\}")
 OTHER_FORMATTING = re.compile(r"""\bformat\([^)]*,\s*["'][+\- ]?[,_]?\d*(?:\.\d+)?[%fFgGeEn]["']\)|%\.?\d+[fge]\b""")
