@@ -59,7 +59,7 @@ def _cell(value: Cell, tag: str) -> Markup:
         return Markup('<{0} class="empty">–</{0}>').format(Markup(tag))
     if isinstance(value, bool):
         return Markup("<{0}>{1}</{0}>").format(Markup(tag), "yes" if value else "no")
-    if isinstance(value, int | float) or tag == "td" and _NUMBER.fullmatch(value):
+    if isinstance(value, int | float) or tag == "td" and isinstance(value, str) and _NUMBER.fullmatch(value):
         text = format_sig(value) if isinstance(value, float) else str(value)
         return Markup('<{0} class="num">{1}</{0}>').format(Markup(tag), text)
     return Markup("<{0}>{1}</{0}>").format(Markup(tag), value)
