@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from anyio.from_thread import start_blocking_portal
 
+import engine
 from engine.cli._main import main
 from engine.tools._serve import LoopbackServer, ServeOptions
-from tests.engine.test_compare import _run
+from tests.helpers import make_scenario, write_bank
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[dev]')")
 
@@ -29,6 +30,15 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium)"
 )
+
+
+def _run(base: Path, name: str, *, leak: float) -> Path:
+    folder = base / name
+    folder.mkdir()
+    write_bank(folder / "bank.yaml", None)
+    tutor = {"model": "sim/tutor", "params": {"leak_base": leak, "leak_per_turn": 0.1}}
+    models = {"tutor": tutor, "student": "sim/student", "judge": ["sim/judge"]}
+    return Path(engine.run_sync(make_scenario(folder, models=models, replicates=2), out=folder / "runs").run_dir)
 
 
 @pytest.fixture(scope="module")
