@@ -15,10 +15,9 @@ from functools import partial
 import anyio
 from rich.console import Console
 from rich.progress import ProgressColumn, Task
-from rich.table import Table
 from rich.text import Text
 
-from engine.core._format import format_count, format_pct, format_setting, format_usd
+from engine.core._format import fit_to_width, format_count, format_pct, format_setting, format_usd
 from engine.core._records import EpisodeRecord
 from engine.runtime._runner import Runner, RunResult
 from engine.runtime._sequential import live_text
@@ -118,19 +117,25 @@ def resume_hint(scenario: str, result: RunResult, options: Sequence[str] = ()) -
 def print_end_summary(console: Console, runner: Runner, result: RunResult) -> None:
     """Errors grouped by kind (count, first message, which names the endpoint), then spend per role and model."""
     errors = (result.summary.get("run") or {}).get("errors") or {}
+    from engine.report._blocks import Block, Note, Table  # loaded with the report, after the episodes
+    from engine.report._console import console_blocks
+
+    blocks: list[Block] = []
     if errors:
-        table = Table(title="errors by kind", title_justify="left")
-        for column in ("kind", "episodes", "first message"):
-            table.add_column(column, overflow="fold")
-        for kind, entry in sorted(errors.items(), key=lambda kv: -int(kv[1]["count"])):
-            table.add_row(Text(kind), str(entry["count"]), Text(str(entry["first"])))
-        console.print(table)
+        ordered = sorted(errors.items(), key=lambda kv: -int(kv[1]["count"]))
+        failed = tuple((kind, int(entry["count"]), str(entry["first"])) for kind, entry in ordered)
+        blocks.append(
+            Table(("kind", "episodes", "first message"), failed, title="errors by kind", left=("first message",))
+        )
     spend = runner.spend()
-    table = Table(title="spend", title_justify="left")
-    for column in ("role", "model", "prompt tokens", "completion tokens", "USD"):
-        table.add_column(column, justify="left" if column in ("role", "model") else "right")
-    for role, model, prompt, completion, usd in spend.rows:
-        table.add_row(Text(role), Text(model), format_count(prompt), format_count(completion), format_usd(usd))
+    rows = tuple(
+        (role, model, format_count(prompt), format_count(completion), format_usd(usd))
+        for role, model, prompt, completion, usd in spend.rows
+    )
+    blocks.append(
+        Table(("role", "model", "prompt tokens", "completion tokens", "USD"), rows, title="spend", left=("model",))
+    )
     unpriced = f" (no price for {', '.join(spend.unpriced)})" if spend.unpriced else ""
-    table.caption = f"total {format_usd(spend.total)}{unpriced} · cache hits {format_count(runner.stats.cache_hits)}"
-    console.print(table)
+    total = f"total {format_usd(spend.total)}{unpriced} · cache hits {format_count(runner.stats.cache_hits)}"
+    blocks.append(Note(total, console=True))
+    console.print(fit_to_width(console_blocks(blocks), console.width))

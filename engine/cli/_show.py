@@ -9,7 +9,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from engine.cli._live import print_end_summary
@@ -18,6 +17,7 @@ from engine.cli._verbosity import verbosity
 from engine.core._errors import ScenarioError
 from engine.core._format import fit_to_width, format_count, format_fixed
 from engine.models._provider import PROVIDERS
+from engine.report._blocks import Table
 from engine.report._console import console_blocks
 from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
@@ -142,9 +142,7 @@ def _print_estimate(
     """The dry run's table of calls, tokens and cost per role, its duration, and the spending limits it meets."""
     spec, episodes = built.scenario, built.episodes
     totals = built.estimate()
-    table = Table(title="estimated model calls (expected, and the most they can be; nothing was called)")
-    for column in ("role", "model", "calls", "tokens", "at most", "cost ≤ (USD)"):
-        table.add_column(column, justify="left" if column in ("role", "model") else "right")
+    rows: list[tuple[str, ...]] = []
     by_role: dict[str, list[str]] = {}
     for role, model_spec in spec.models.by_named_role():
         by_role.setdefault(role, []).append(model_spec.model)
@@ -161,8 +159,14 @@ def _print_estimate(
         names = ", ".join(sorted(set(by_role.get(role, ["-"]))))
         shown = "unknown price" if cost is None else format_fixed(cost, 2)
         counts = (format_count(guess.calls), format_count(guess.tokens), format_count(guess.upper_tokens))
-        table.add_row(*map(Text, (role, names, *counts, shown)))
-    console.print(table)
+        rows.append((role, names, *counts, shown))
+    table = Table(
+        ("role", "model", "calls", "tokens", "at most", "cost ≤ (USD)"),
+        tuple(rows),
+        title="estimated model calls (expected, and the most they can be; nothing was called)",
+        left=("model",),
+    )
+    console.print(fit_to_width(console_blocks([table]), console.width))
     console.print(Text(duration_text(spec, totals)))
     stopping = spec.design.stopping if spec.design is not None else None
     if stopping is not None:

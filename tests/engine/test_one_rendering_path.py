@@ -26,11 +26,9 @@ RENDERERS = {
 NOT_RESULTS = {
     "engine/cli/_main.py": "`simrun list`: the registered names and what each is",
     "engine/cli/_runs.py": "`simrun runs`: the run directories on disk",
-    "engine/cli/_show.py": "the dry run's estimate of calls before anything runs",
-    "engine/cli/_sequential_plan.py": "a sequential plan's forecast before anything runs",
-    "engine/cli/_live.py": "the run's progress, errors by kind and spend while and as it ends",
+    "engine/cli/_sequential_plan.py": "a sequential plan's forecast before anything runs (its labels never wrap)",
 }
-"""Command-line screens that show no result of a run (listings, plans, progress): rich tables, not blocks."""
+"""Command-line screens that show no result of a run (listings, a forecast): rich tables with their own layout."""
 
 HAND_RENDERED = {
     "markdown table": re.compile(r"""(?:^|[\s(\[,=+])f?["']\|[ :\-]"""),
