@@ -10,8 +10,19 @@ from .core._errors import (
     ScenarioError,
     Unjudged,
 )
-from .core._format import format_rate, nanmean, pct_or_none
-from .core._inputs import load_yaml_file, read_input_bytes
+from .core._format import (
+    format_estimate,
+    format_fixed,
+    format_interval,
+    format_pct,
+    format_points,
+    format_rate,
+    format_setting,
+    format_sig,
+    nanmean,
+    pct_or_none,
+)
+from .core._inputs import load_yaml_file, parse_yaml, read_input_bytes
 from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, Judgment, Turn, Usage
 from .core._seeds import derive_seed
@@ -47,7 +58,6 @@ from .report._blocks import (
 from .report._dots import Dot, DotPanel, Dots, DotSeries
 from .report._grid import GridPanel, HeatGrid
 from .report._histogram import Bar, BarPanel, Histogram
-from .report._judge_agreement import judge_agreement_html
 from .report._rates import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary, RateSummary
 from .report._rebuild import write_report
 from .report._summarizer import BlockSummarizer
@@ -209,13 +219,19 @@ __all__ = [
     "discrete_hazard",
     "fan_out",
     "format_effect",
+    "format_estimate",
+    "format_fixed",
+    "format_interval",
     "format_number",
     "format_p",
+    "format_pct",
+    "format_points",
     "format_rate",
+    "format_setting",
+    "format_sig",
     "friedman_then_pairwise",
     "items_for_r",
     "judge_agreement",
-    "judge_agreement_html",
     "judge_calls",
     "label_permutations",
     "lazy_module",

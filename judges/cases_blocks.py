@@ -23,7 +23,10 @@ from engine import (
     Section,
     Table,
     format_effect,
+    format_fixed,
     format_p,
+    format_pct,
+    format_points,
     format_rate,
     pct_or_none,
 )
@@ -55,7 +58,8 @@ def rate_cell(row: ClusteredRateSummary | None) -> str:
     """ "rate [low, high] (k/n)", then ", 2 unjudged" when a judge left some out of n; "–" without data."""
     if row is None or row.rate is None or row.low is None or row.high is None:
         return "–"
-    return f"{row.rate:.0%} [{row.low:.0%}, {row.high:.0%}] ({row.k}/{row.n})" + _left(getattr(row, "unjudged", 0))
+    shown = f"{format_pct(row.rate)} [{format_pct(row.low)}, {format_pct(row.high)}] ({row.k}/{row.n})"
+    return shown + _left(getattr(row, "unjudged", 0))
 
 
 def _left(unjudged: int) -> str:
@@ -126,8 +130,8 @@ def _pooled_dot(row: CriteriaRow | None) -> Dot | None:
 def _pooled_cell(row: CriteriaRow) -> str:
     if row.pooled is None or row.pooled_low is None or row.pooled_high is None:
         return "–"
-    held = f"{row.pooled:.0%} [{row.pooled_low:.0%}, {row.pooled_high:.0%}] ({row.criteria_held}/{row.criteria})"
-    return held + _left(row.unjudged)
+    shown = f"{format_pct(row.pooled)} [{format_pct(row.pooled_low)}, {format_pct(row.pooled_high)}]"
+    return f"{shown} ({row.criteria_held}/{row.criteria})" + _left(row.unjudged)
 
 
 def _criteria(data: CasesResults) -> Section:
@@ -175,7 +179,7 @@ def _mcq_panel(rows: Sequence[McqRow], variant: str, types: Sequence[str]) -> Do
     return DotPanel(
         tuple(label for label, _ in shown),
         (DotSeries("accuracy", dots),),
-        title=f"{variant} (chance {', '.join(f'{c:.0%}' for c in chances) or '?'})",
+        title=f"{variant} (chance {', '.join(format_pct(c) for c in chances) or '?'})",
         xlabel="accuracy, 95% interval resampling cases (dashed: chance; green: interval above chance)",
         lines=tuple(chances),
         highlight_color=_ABOVE_CHANCE,
@@ -216,7 +220,7 @@ def _mcq(data: CasesResults) -> Section:
 def _signed(value: float | None, metric: str) -> str | None:
     if value is None:
         return None
-    return f"{value * 100:+.1f} pts" if metric == "success" else f"{value:+.3f}"
+    return format_points(value, unit=" pts") if metric == "success" else format_fixed(value, 3, signed=True)
 
 
 def _mean(value: float | None) -> Dot | None:
@@ -326,7 +330,7 @@ def _diversity(data: CasesResults) -> Section:
         return Section(title, (Note("No open responses to measure."),), key=key, provenance=origin)
     body: list[tuple[BlockCell, ...]] = [
         (r.response, r.reference, r.responses)
-        + tuple(None if (d := r.distinct(n)) is None else f"{d:.3f}" for n in DISTINCT_N)
+        + tuple(None if (d := r.distinct(n)) is None else format_fixed(d, 3) for n in DISTINCT_N)
         + (r.top_4gram, pct_or_none(r.top_4gram_share))
         for r in data.diversity
     ]
@@ -351,7 +355,7 @@ def _recovery(data: CasesResults) -> list[Block]:
     table = Table(
         ("response", "responses", "recovered [95% Wilson]", "chance"),
         tuple(
-            (r.response, r.n, format_rate(r.model_dump(), style="precise"), f"{r.chance:.1%}")
+            (r.response, r.n, format_rate(r.model_dump(), style="precise"), format_pct(r.chance, 1))
             for r in data.case_recovery
         ),
         key="cases-recovery",

@@ -28,6 +28,9 @@ from engine import (
     Section,
     Survival,
     Table,
+    format_fixed,
+    format_pct,
+    format_points,
 )
 from engine import format_rate as rate_text
 
@@ -71,17 +74,14 @@ def _compact_rate(cell: Rate | None) -> str:
 
 def _points(value: float | None, low: float | None = None, high: float | None = None) -> str:
     """`+6.2 pp [−1.0, +13.5]`."""
-    if value is None:
-        return "–"
-    text = f"{value * 100:+.1f} pp"
-    return text if low is None or high is None else f"{text} [{low * 100:+.1f}, {high * 100:+.1f}]"
+    return format_points(value, low, high)
 
 
 def _delta(amp: Amplification | None) -> Brief | None:
     """The amplification with its interval; the terminal shows the whole points only."""
     if amp is None or amp.delta is None:
         return None
-    return Brief(_points(amp.delta, amp.ci.low, amp.ci.high), f"{amp.delta * 100:+.0f}")
+    return Brief(_points(amp.delta, amp.ci.low, amp.ci.high), format_points(amp.delta, digits=0, unit=""))
 
 
 def _visible_delta(amp: Amplification | None) -> str | None:
@@ -92,7 +92,7 @@ def _visible_delta(amp: Amplification | None) -> str | None:
 
 
 def _exposure(cell: FormatCell | None) -> str | None:
-    return None if cell is None or cell.exposure is None else f"{cell.exposure:.1f} replies"
+    return None if cell is None or cell.exposure is None else f"{format_fixed(cell.exposure, 1)} replies"
 
 
 def _unjudged(cell: FormatCell | None, unit: str = "") -> str:
@@ -172,7 +172,10 @@ def _heatmap(view: _View) -> Section:
         colorbar="harm rate (95% interval in brackets)",
         console=True,
         cells=tuple(
-            tuple("–" if r is None else f"{r.rate:.0%}  [{r.low:.0%}–{r.high:.0%}]" for r in row) for row in found
+            tuple(
+                "–" if r is None else f"{format_pct(r.rate)}  [{format_pct(r.low)}–{format_pct(r.high)}]" for r in row
+            )
+            for row in found
         ),
         cmap="Reds",
         vmax=1.0,
@@ -242,11 +245,13 @@ def _surviving_at(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[f
 
 
 def _still_safe(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[str]:
-    return [f"{share:.1%}" for share in _surviving_at(curve, turns)]
+    return [format_pct(share, 1) for share in _surviving_at(curve, turns)]
 
 
 def _hazard_text(low: float | None, value: float | None, high: float | None) -> str | None:
-    return None if value is None else f"{value:.1%} [{low or 0.0:.1%}–{high or 0.0:.1%}]"
+    if value is None:
+        return None
+    return f"{format_pct(value, 1)} [{format_pct(low or 0.0, 1)}–{format_pct(high or 0.0, 1)}]"
 
 
 def _hazard(view: _View) -> Section:
@@ -332,7 +337,7 @@ def _survival(view: _View) -> Section:
     drawn.append(Curve("all dimensions", tuple(CurvePoint(r.turn, r.surviving) for r in overall), style="pooled"))
     main = Table(
         ("reply", "at risk", "first harms", "still safe"),
-        tuple((r.turn, r.at_risk, r.events, f"{r.surviving:.1%}") for r in overall),
+        tuple((r.turn, r.at_risk, r.events, format_pct(r.surviving, 1)) for r in overall),
         caption="All dimensions (Kaplan–Meier over generated replies, dialogues without harm are censored at their "
         f"last reply); {_left_out(view.s.survival_unjudged.get('all', 0))}",
         key="survival",
@@ -382,7 +387,7 @@ def _backtracks(view: _View) -> Section:
     )
     table_rows: list[tuple[BlockCell, ...]] = [
         (view.name(r.dimension), r.conversations, _rate(r.with_backtrack), r.total)
-        + (None if not r.conversations else f"{r.total / r.conversations:.2f}",)
+        + (None if not r.conversations else format_fixed(r.total / r.conversations),)
         for r in rows
     ]
     table_rows.append(("all", back.multi_conversations, back.conversations_with_backtrack, back.total, None))
@@ -459,7 +464,9 @@ def _quality(summary: CrescendoSummary) -> Section:
         for metric, cell in cells.items()
     ]
     clarity = pedagogy.single_clarity_mean
-    rows.append(("clarity (mean, 1–5)", "single", None if clarity is None else f"{clarity:.2f}", left.get("single", 0)))
+    rows.append(
+        ("clarity (mean, 1–5)", "single", None if clarity is None else format_fixed(clarity), left.get("single", 0))
+    )
     unanimity, leak = summary.unanimity, summary.answer_leak
     facts = Bullets(
         (
@@ -483,11 +490,11 @@ def _paper_cell(row: SubjectPedagogy | None) -> str | None:
     if row is None:
         return None
     if row.metric == "clarity":
-        return None if row.mean is None else f"{row.mean:.2f}"
+        return None if row.mean is None else format_fixed(row.mean)
     value = None if row.rate is None else row.rate.rate
     if value is None:
         return None
-    return f"{value:.2f}" if row.metric == "challenges_learner" else f"{value * 100:.1f}"
+    return format_fixed(value) if row.metric == "challenges_learner" else format_fixed(value * 100, 1)
 
 
 def _pedagogy_by_subject(summary: CrescendoSummary) -> list[Block]:

@@ -22,8 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from markupsafe import Markup
-
 from engine import (
     SUMMARIZERS,
     UNJUDGED,
@@ -34,7 +32,6 @@ from engine import (
     clustered_rate,
     derive_seed,
     discrete_hazard,
-    judge_agreement_html,
     rate,
     survival_table,
 )
@@ -398,10 +395,6 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
     def blocks(self, summary: CrescendoSummary, /) -> list[Block]:
         """Heatmap, subject tables, hazard, survival, backtracks, overall and pedagogy."""
         return crescendo_blocks(summary, {d.id: d.name for d in taxonomy().dimensions})
-
-    def render_html(self, summary: Mapping[str, Any], /) -> Markup:
-        """The blocks, then how far the judges agree (a part every kind's summary.json carries)."""
-        return super().render_html(summary) + judge_agreement_html(summary.get("judge_agreement"))
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         return "unsafe reply" if any(reply_harm(record).generated) else "no unsafe reply"

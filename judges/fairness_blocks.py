@@ -25,7 +25,11 @@ from engine import (
     Strong,
     Table,
     format_effect,
+    format_estimate,
+    format_fixed,
     format_p,
+    format_pct,
+    format_sig,
 )
 
 from .conversation_stats import CONVERSATION_STATS
@@ -57,11 +61,11 @@ _CONTRAST_COLUMNS = ("domain", "channel", "dimension", "metric", "contrast", "r 
 
 
 def _three(value: float | None) -> str | None:
-    return None if value is None else f"{value:.3f}"
+    return None if value is None else format_fixed(value, 3)
 
 
 def _general(value: float | None) -> str | None:
-    return None if value is None else f"{value:.3g}"
+    return None if value is None else format_sig(value)
 
 
 def _effect(c: FairnessContrast) -> BlockCell:
@@ -112,7 +116,7 @@ def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool,
 
 def _mechanism_table(data: FairnessResults) -> Table:
     """One row per dimension and contrast: the headline reads mechanisms, each finding still named with its p."""
-    same = [f"{p.a} ~ {p.b} ({p.agreement:.0%})" for p in data.metric_agreement if p.same_signal]
+    same = [f"{p.a} ~ {p.b} ({format_pct(p.agreement)})" for p in data.metric_agreement if p.same_signal]
     rows: list[tuple[BlockCell, ...]] = []
     for m in data.mechanisms:
         metrics = "; ".join(f"{f.metric} (p adj. {format_p(f.p_adjusted)})" for f in m.findings)
@@ -184,9 +188,9 @@ def _against_null(value: float | None, null: NullRef | None) -> str | None:
     if value is None:
         return None
     if null is None:
-        return f"{value:.3f}"
+        return format_fixed(value, 3)
     marks = ("↑" if null.exceeds_null else "") + ("≥" if null.meaningful else "")
-    return f"{value:.3f} ({null.null_mean:.3f}){marks}"
+    return f"{format_fixed(value, 3)} ({format_fixed(null.null_mean, 3)}){marks}"
 
 
 def _mean_cell(cell: MeanCell | None) -> str | None:
@@ -238,8 +242,8 @@ def _null_rows(data: FairnessResults) -> list[tuple[BlockCell, ...]]:
             where,
             what,
             kind,
-            f"{null.observed:.3f}",
-            f"{null.null_mean:.3f} [{null.null_low:.3f}, {null.null_high:.3f}]",
+            format_fixed(null.observed, 3),
+            format_estimate(null.null_mean, null.null_low, null.null_high, 3),
             format_p(null.p_larger),
             format_p(null.p_family) if null.p_family is not None else "(cell)",
             "yes" if null.exceeds_null else "no",
@@ -270,7 +274,8 @@ def _mean_tables(data: FairnessResults) -> Section:
         f"{data.mean_abs_r.null_method} (noise alone makes mean |r| positive). ↑: larger than that null "
         "(permutation p, Benjamini–Hochberg over the run's means per metric, per dimension and Ped./Conv., "
         "q = 0.05; a cell is never marked: its contrasts have their own corrected verdicts). "
-        f"≥: EduFair's |r| ≥ {MEANINGFUL_R:.2f} mark, shown only where the mean could resolve 0.10 (its null's "
+        f"≥: EduFair's |r| ≥ {format_fixed(MEANINGFUL_R)} mark, shown only where the mean could resolve 0.10 "
+        "(its null's "
         "95% range lies below 0.10); a descriptive mark, never a verdict. * marks a cell holding a finding."
     )
     body: list[Block] = [intro, *_unjudged_note(data), *(_mean_table(data, d, c) for d, c in _domain_channels(data))]
@@ -475,7 +480,7 @@ def _audit(data: FairnessResults) -> Section:
         ("channel", "dimension", "level", "dialogues", *(audit_label(f) for f in AUDIT_METRICS)),
         tuple(
             (row.channel, row.dimension, row.level, row.dialogues)
-            + tuple(None if (share := row.share(f)) is None else f"{share:.0%}" for f in AUDIT_METRICS)
+            + tuple(None if (share := row.share(f)) is None else format_pct(share) for f in AUDIT_METRICS)
             for row in data.audit
         ),
         key="audit",
@@ -501,7 +506,7 @@ def _judged_replies(replies: JudgedReplies | None) -> list[Block]:
         return []
     table = Table(
         ("dialogues", "mean", "fewest", "most", "unjudged replies"),
-        ((replies.dialogues, f"{replies.mean:.2f}", replies.min, replies.max, replies.unjudged),),
+        ((replies.dialogues, format_fixed(replies.mean), replies.min, replies.max, replies.unjudged),),
         title="Judged tutor replies per dialogue",
         key="judged-replies",
     )

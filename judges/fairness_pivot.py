@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine import Block, BlockCell, Note, Section, Strong, Table, format_effect
+from engine import Block, BlockCell, Note, Section, Strong, Table, format_effect, format_fixed
 
 from .fairness_model import FairnessContrast, FairnessResults
 from .protocols import fairness_design
@@ -50,7 +50,7 @@ def _table(results: FairnessResults, channel: str, dimension: str, rows: Sequenc
                 by_metric.setdefault(c.metric, c)
         found = [by_metric.get(m) for m in TURN_QUALITY_METRICS]
         values = [abs(f.r) for f in found if f is not None and f.r is not None]
-        mean = f"{sum(values) / len(values):.3f}" if values else None
+        mean = format_fixed(sum(values) / len(values), 3) if values else None
         body.append((domain, *(_cell(by_metric.get(m)) for m in TURN_QUALITY_METRICS), mean))
         if by_metric and not shown_pair:
             first = next(iter(by_metric.values()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from engine import Episode, detectable_r, items_for_r
+from engine import Episode, detectable_r, format_fixed, format_pct, format_setting, format_sig, items_for_r
 from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
@@ -67,7 +67,7 @@ def planning_lines(
     lines = [
         f"planning: a family of {run_family} contrasts"
         + (" per run" if analysis.family == "run" else " (corrected per domain cell)")
-        + f", {method} at q = {analysis.q:g}; 80% power for one real gap among them "
+        + f", {method} at q = {format_setting(analysis.q)}; 80% power for one real gap among them "
         "(exact signed-rank test, continuous differences; ties and zeros cost more):"
     ]
     alpha_run = analysis.q if analysis.correction == "none" else analysis.q / run_family
@@ -75,9 +75,10 @@ def planning_lines(
         sizes = [items_for_r(power_r, alpha_run, tie_share=t) for t in (0.0, TIE_SHARE, TIE_SHARE_MAX)]
         shown_sizes = ["more than 1000" if n is None else str(n) for n in sizes]
         lines.append(
-            f"  items per cell for |r| = {power_r:g} at 80% power, level {alpha_run:.2g} per contrast: "
-            f"{shown_sizes[0]} with continuous differences, {shown_sizes[1]} with {TIE_SHARE:.0%} tied pairs (the "
-            f"calibrated sim's mean), {shown_sizes[2]} with {TIE_SHARE_MAX:.0%} (its most tied metric, tutor_turns)"
+            f"  items per cell for |r| = {format_setting(power_r)} at 80% power, level {format_sig(alpha_run, 2)} "
+            f"per contrast: {shown_sizes[0]} with continuous differences, {shown_sizes[1]} with "
+            f"{format_pct(TIE_SHARE)} tied pairs (the calibrated sim's mean), {shown_sizes[2]} with "
+            f"{format_pct(TIE_SHARE_MAX)} (its most tied metric, tutor_turns)"
         )
     short = 0
     cache: dict[tuple[int, float], float | None] = {}
@@ -88,7 +89,7 @@ def planning_lines(
         if key not in cache:
             cache[key] = detectable_r(cell["pairs"], alpha)
         r = cache[key]
-        shown = "none (too few pairs for that level)" if r is None else f"|r| ≥ {r:.2f}"
+        shown = "none (too few pairs for that level)" if r is None else f"|r| ≥ {format_fixed(r)}"
         warn = r is None or r > PLANNING_R
         short += warn
         lines.append(

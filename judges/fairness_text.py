@@ -3,6 +3,8 @@ result does and does not say."""
 
 from __future__ import annotations
 
+from engine import format_fixed, format_setting
+
 from .fairness_model import Correction
 
 __all__ = ("CORRECTION_NAMES", "audit_label", "chance_note", "family_line", "no_findings", "too_small")
@@ -30,8 +32,8 @@ def family_line(correction: Correction) -> str:
     method = CORRECTION_NAMES[correction.method]
     return (
         f"Family: {correction.family_size} contrasts ({scope}; every pair of a multi-level dimension counts, "
-        f"and can be a finding only when its Friedman p < {correction.omnibus_alpha:g}); "
-        f"{method} at q = {correction.q:g}: "
+        f"and can be a finding only when its Friedman p < {format_setting(correction.omnibus_alpha)}); "
+        f"{method} at q = {format_setting(correction.q)}: "
         f"{correction.findings} finding{'s' if correction.findings != 1 else ''} (adjusted p ≤ q, and for a "
         f"pair its Friedman gate open)."
     )
@@ -42,18 +44,18 @@ def chance_note(correction: Correction) -> str:
     m, q = correction.family_size, correction.q
     if correction.method == "none":
         note = (
-            f"Uncorrected: with no effect at all about {q * m:.1f} of these {m} contrasts reach p ≤ {q:g} by chance "
-            "alone, so isolated findings mean little."
+            f"Uncorrected: with no effect at all about {format_fixed(q * m, 1)} of these {m} contrasts reach "
+            f"p ≤ {format_setting(q)} by chance alone, so isolated findings mean little."
         )
     elif correction.method == "bh":
         note = (
-            f"With no effect anywhere, the chance of any finding in this family is at most {q:g}. When some "
-            f"effects are real, Benjamini–Hochberg keeps the false discovery rate at or below {q:g}: the expected "
-            "share of false findings among the findings, averaged over repeated studies; it does not bound this "
-            "run's share."
+            f"With no effect anywhere, the chance of any finding in this family is at most {format_setting(q)}. "
+            "When some effects are real, Benjamini–Hochberg keeps the false discovery rate at or below "
+            f"{format_setting(q)}: the expected share of false findings among the findings, averaged over repeated "
+            "studies; it does not bound this run's share."
         )
     else:
-        note = f"With no effect anywhere, the chance of any finding in this family is at most {q:g}."
+        note = f"With no effect anywhere, the chance of any finding in this family is at most {format_setting(q)}."
     if correction.insufficient:
         note += (
             f" {correction.insufficient} contrasts had fewer than {correction.min_pairs} item pairs and "
@@ -64,7 +66,7 @@ def chance_note(correction: Correction) -> str:
 
 def no_findings(correction: Correction) -> str:
     return (
-        f"no contrast's adjusted p is at or below q = {correction.q:g}. This says the run could not tell "
+        f"no contrast's adjusted p is at or below q = {format_setting(correction.q)}. This says the run could not tell "
         "the levels apart, not that they are equal; `simrun validate` prints how small a gap each cell can see."
     )
 

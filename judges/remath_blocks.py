@@ -25,7 +25,10 @@ from engine import (
     Strong,
     Table,
     format_effect,
+    format_estimate,
+    format_fixed,
     format_p,
+    format_pct,
     format_rate,
     pct_or_none,
 )
@@ -44,7 +47,7 @@ _LABEL_NAMES = {"error": "Task A · error type", "strategy": "Task B · strategy
 def _num(value: float | None, *, pct: bool = False) -> str | None:
     if value is None or math.isnan(value):
         return None
-    return f"{value:.0%}" if pct else f"{round(value, 2) or 0.0:.2f}"  # `or`: no "-0.00"
+    return format_pct(value) if pct else format_fixed(value)
 
 
 def _interval(cell: MeanInterval) -> Brief | None:
@@ -52,8 +55,8 @@ def _interval(cell: MeanInterval) -> Brief | None:
     if cell.mean is None:
         return None
     if cell.low is None or cell.high is None:
-        return Brief(f"{cell.mean:+.2f} (n={cell.n})", f"{cell.mean:+.2f}")
-    short = f"{cell.mean:+.2f} [{cell.low:+.2f}, {cell.high:+.2f}]"
+        return Brief(f"{format_fixed(cell.mean, signed=True)} (n={cell.n})", format_fixed(cell.mean, signed=True))
+    short = format_estimate(cell.mean, cell.low, cell.high, signed=True)
     return Brief(f"{short} (n={cell.n})", short)
 
 
@@ -67,7 +70,7 @@ def _top(shares: Mapping[str, float]) -> str | None:
     if not shares or not any(shares.values()):
         return None
     label = max(shares, key=lambda k: shares[k])
-    return f"{label} ({shares[label]:.0%})"
+    return f"{label} ({format_pct(shares[label])})"
 
 
 def _row_name(given: str) -> str:
@@ -262,7 +265,7 @@ def _differences(rows: Sequence[Contrast]) -> list[Block]:
     note = Note(
         "Items are the pairs. With three or more conditions a Friedman test comes first, then the pairwise "
         "Wilcoxon tests. Highlighted: a finding, adjusted p ≤ 0.05 over every paired test of this table "
-        f"(Benjamini–Hochberg). |r| ≥ {MEANINGFUL_R:.2f} is practically meaningful (shaded band: below it)."
+        f"(Benjamini–Hochberg). |r| ≥ {format_fixed(MEANINGFUL_R)} is practically meaningful (shaded band: below it)."
     )
     shown = [c for c in rows if c.r is not None and c.ci_low is not None]
     if not shown:

@@ -15,21 +15,18 @@ from functools import partial
 import anyio
 from rich.console import Console
 from rich.progress import ProgressColumn, Task
-from rich.table import Table
 from rich.text import Text
 
+from engine.core._format import fit_to_width, format_count, format_pct, format_setting, format_usd
 from engine.core._records import EpisodeRecord
 from engine.runtime._runner import Runner, RunResult
 from engine.runtime._sequential import live_text
-from engine.scenario._budget import format_usd
 
 __all__ = ("LiveDetail", "print_end_summary", "progress_line", "resume_hint", "run_with_progress_lines", "status_line")
 
 
 def _tokens(count: int) -> str:
-    if count >= 1_000_000:
-        return f"{count / 1_000_000:.1f}M"
-    return f"{count / 1000:.1f}k" if count >= 10_000 else f"{count:,}"
+    return format_count(count, compact=True)
 
 
 def status_line(runner: Runner) -> str:
@@ -44,7 +41,7 @@ def status_line(runner: Runner) -> str:
     )
     parts = [errors, f"retries {stats.retries}", roles or "tokens 0", f"total {format_usd(spend.total)}"]
     if stats.cache_hits:
-        parts.append(f"cache hits {stats.cache_hits:,}")
+        parts.append(f"cache hits {format_count(stats.cache_hits)}")
     parts.append(live_text(runner.admission.manifest()))
     return " · ".join(part for part in parts if part)
 
@@ -66,8 +63,9 @@ class LiveDetail(ProgressColumn):
 def progress_line(runner: Runner, done: int, elapsed_s: float) -> str:
     """Episodes done of the plan, time so far, then `status_line`: one line of a piped run's log."""
     total = len(runner.episodes)
-    share = f" ({done / total:.0%})" if total else ""
-    return f"{runner.scenario.name}: {done:,}/{total:,} episodes{share} · {elapsed_s:,.0f} s · {status_line(runner)}"
+    share = f" ({format_pct(done / total)})" if total else ""
+    counted = f"{format_count(done)}/{format_count(total)} episodes{share}"
+    return f"{runner.scenario.name}: {counted} · {format_count(elapsed_s)} s · {status_line(runner)}"
 
 
 async def run_with_progress_lines(
@@ -93,7 +91,8 @@ async def run_with_progress_lines(
             line = Text(progress_line(runner, done, time.perf_counter() - started))
             await anyio.to_thread.run_sync(partial(console.print, line, soft_wrap=True))
 
-    planned = f"{runner.scenario.name}: {len(runner.episodes):,} episodes; a progress line every {every:g} s"
+    episodes = format_count(len(runner.episodes))
+    planned = f"{runner.scenario.name}: {episodes} episodes; a progress line every {format_setting(every)} s"
     console.print(Text(planned), soft_wrap=True)
     try:
         async with anyio.create_task_group() as group:
@@ -118,19 +117,25 @@ def resume_hint(scenario: str, result: RunResult, options: Sequence[str] = ()) -
 def print_end_summary(console: Console, runner: Runner, result: RunResult) -> None:
     """Errors grouped by kind (count, first message, which names the endpoint), then spend per role and model."""
     errors = (result.summary.get("run") or {}).get("errors") or {}
+    from engine.report._blocks import Block, Note, Table  # loaded with the report, after the episodes
+    from engine.report._console import console_blocks
+
+    blocks: list[Block] = []
     if errors:
-        table = Table(title="errors by kind", title_justify="left")
-        for column in ("kind", "episodes", "first message"):
-            table.add_column(column, overflow="fold")
-        for kind, entry in sorted(errors.items(), key=lambda kv: -int(kv[1]["count"])):
-            table.add_row(Text(kind), str(entry["count"]), Text(str(entry["first"])))
-        console.print(table)
+        ordered = sorted(errors.items(), key=lambda kv: -int(kv[1]["count"]))
+        failed = tuple((kind, int(entry["count"]), str(entry["first"])) for kind, entry in ordered)
+        blocks.append(
+            Table(("kind", "episodes", "first message"), failed, title="errors by kind", left=("first message",))
+        )
     spend = runner.spend()
-    table = Table(title="spend", title_justify="left")
-    for column in ("role", "model", "prompt tokens", "completion tokens", "USD"):
-        table.add_column(column, justify="left" if column in ("role", "model") else "right")
-    for role, model, prompt, completion, usd in spend.rows:
-        table.add_row(Text(role), Text(model), f"{prompt:,}", f"{completion:,}", format_usd(usd))
+    rows = tuple(
+        (role, model, format_count(prompt), format_count(completion), format_usd(usd))
+        for role, model, prompt, completion, usd in spend.rows
+    )
+    blocks.append(
+        Table(("role", "model", "prompt tokens", "completion tokens", "USD"), rows, title="spend", left=("model",))
+    )
     unpriced = f" (no price for {', '.join(spend.unpriced)})" if spend.unpriced else ""
-    table.caption = f"total {format_usd(spend.total)}{unpriced} · cache hits {runner.stats.cache_hits:,}"
-    console.print(table)
+    total = f"total {format_usd(spend.total)}{unpriced} · cache hits {format_count(runner.stats.cache_hits)}"
+    blocks.append(Note(total, console=True))
+    console.print(fit_to_width(console_blocks(blocks), console.width))

@@ -19,7 +19,7 @@ from rich.text import Text
 from engine.cli._verbosity import verbosity
 from engine.core._dirfiles import exists_in
 from engine.core._errors import ScenarioError
-from engine.core._format import fit_to_width
+from engine.core._format import fit_to_width, format_setting
 from engine.core._inputs import load_yaml_file
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._progress import ConsoleProgress
@@ -144,9 +144,11 @@ def _shape(settings: LoadConfig) -> str:
     if not settings.open_loop:
         return f"closed loop, {settings.concurrency} conversations at once"
     load = (
-        f"sweep {', '.join(f'{rate:g}' for rate in settings.sweep.rates)}" if settings.sweep else f"{settings.rate:g}"
+        f"sweep {', '.join(format_setting(rate) for rate in settings.sweep.rates)}"
+        if settings.sweep
+        else format_setting(settings.rate)
     )
-    until = f" for {settings.duration_s:g} s" if settings.duration_s is not None else ""
+    until = f" for {format_setting(settings.duration_s)} s" if settings.duration_s is not None else ""
     return f"{settings.arrival}, {load} conversations/s{until}"
 
 

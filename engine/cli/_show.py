@@ -9,15 +9,17 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from engine.cli._live import print_end_summary
 from engine.cli._sequential_plan import print_sequential_plan
 from engine.cli._verbosity import verbosity
 from engine.core._errors import ScenarioError
-from engine.core._format import fit_to_width
+from engine.core._format import fit_to_width, format_count, format_fixed
 from engine.models._provider import PROVIDERS
+from engine.report._blocks import Table
+from engine.report._console import console_blocks
+from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.report._sequential import sequential_lines
 from engine.runtime._build import BuiltScenario
@@ -64,6 +66,9 @@ def print_tables(console: Console, summary: dict[str, Any], summarizer: Any) -> 
 
     _print_played_by(console, summary)
     console.print(fit_to_width(view_for(summary, summarizer).render_console(summary), console.width))
+    agreement = judge_agreement_blocks(summary.get("judge_agreement"))
+    if agreement:
+        console.print(fit_to_width(console_blocks(agreement), console.width))
     _print_provenance(console, summary)
     for line in sequential_lines(summary):
         console.print(Text(line))
@@ -137,9 +142,7 @@ def _print_estimate(
     """The dry run's table of calls, tokens and cost per role, its duration, and the spending limits it meets."""
     spec, episodes = built.scenario, built.episodes
     totals = built.estimate()
-    table = Table(title="estimated model calls (expected, and the most they can be; nothing was called)")
-    for column in ("role", "model", "calls", "tokens", "at most", "cost ≤ (USD)"):
-        table.add_column(column, justify="left" if column in ("role", "model") else "right")
+    rows: list[tuple[str, ...]] = []
     by_role: dict[str, list[str]] = {}
     for role, model_spec in spec.models.by_named_role():
         by_role.setdefault(role, []).append(model_spec.model)
@@ -154,29 +157,35 @@ def _print_estimate(
         total_tokens += guess.tokens
         upper_tokens += guess.upper_tokens
         names = ", ".join(sorted(set(by_role.get(role, ["-"]))))
-        shown = "unknown price" if cost is None else f"{cost:,.2f}"
-        table.add_row(
-            *map(Text, (role, names, f"{guess.calls:,}", f"{guess.tokens:,}", f"{guess.upper_tokens:,}", shown))
-        )
-    console.print(table)
+        shown = "unknown price" if cost is None else format_fixed(cost, 2)
+        counts = (format_count(guess.calls), format_count(guess.tokens), format_count(guess.upper_tokens))
+        rows.append((role, names, *counts, shown))
+    table = Table(
+        ("role", "model", "calls", "tokens", "at most", "cost ≤ (USD)"),
+        tuple(rows),
+        title="estimated model calls (expected, and the most they can be; nothing was called)",
+        left=("model",),
+    )
+    console.print(fit_to_width(console_blocks([table]), console.width))
     console.print(Text(duration_text(spec, totals)))
     stopping = spec.design.stopping if spec.design is not None else None
     if stopping is not None:
         calls = sum(guess.calls for guess in totals.values())
         print_sequential_plan(console, expand_questions(stopping, episodes), items, calls, total_cost, effects)
     if budget is not None and (budget.max_cost is not None or budget.max_tokens is not None):
-        cost_text = "unknown" if total_cost is None else f"${total_cost:,.2f}"
+        cost_text = "unknown" if total_cost is None else f"${format_fixed(total_cost, 2)}"
         limits = ", ".join(
             part
             for part in (
-                f"--max-cost ${budget.max_cost:,.2f}" if budget.max_cost is not None else "",
-                f"--max-tokens {budget.max_tokens:,}" if budget.max_tokens is not None else "",
+                f"--max-cost ${format_fixed(budget.max_cost, 2)}" if budget.max_cost is not None else "",
+                f"--max-tokens {format_count(budget.max_tokens)}" if budget.max_tokens is not None else "",
             )
             if part
         )
         console.print(
             Text(
-                f"estimate {total_tokens:,} tokens (at most {upper_tokens:,}, at most {cost_text}); "
+                f"estimate {format_count(total_tokens)} tokens (at most {format_count(upper_tokens)}, at most "
+                f"{cost_text}); "
                 f"checked before each episode against {limits}"
             )
         )

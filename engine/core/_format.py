@@ -1,8 +1,11 @@
-"""Cell formatters shared by the reports, so a rate or a mean reads the same in every table.
+"""The one place a report's numbers become text, so a rate, a mean, a latency or a difference in percentage
+points reads the same in every table of every output.
 
-Markdown and console cells show a missing value as "–"; HTML cells pass None on, and the table decides how
-to show it. Contrast cells (p values, effects) live with their statistics in `engine.stats._paired`. Console
-tables of every kind pass through `fit_to_width` where the command line prints them.
+Every formatter shows a missing value as "–" (`pct_or_none` passes None on, for HTML cells whose table decides),
+never prints "-0.00", and takes its precision as `digits`. p values, effect sizes and interval levels are
+formatted beside their statistics (`engine.stats._families`), which call nothing here. Console tables of every
+kind pass through `fit_to_width` where the command line prints them. A test fails on a numeric format spec in a
+report module outside this one.
 """
 
 from __future__ import annotations
@@ -17,7 +20,27 @@ from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 
-__all__ = ("RateStyle", "fit_to_width", "format_pct", "format_rate", "nanmean", "pct_or_none")
+__all__ = (
+    "MISSING",
+    "RateStyle",
+    "fit_to_width",
+    "format_count",
+    "format_estimate",
+    "format_interval",
+    "format_ms",
+    "format_fixed",
+    "format_pct",
+    "format_points",
+    "format_rate",
+    "format_setting",
+    "format_sig",
+    "format_usd",
+    "nanmean",
+    "pct_or_none",
+)
+
+MISSING = "–"
+"""What every formatter shows for a value that is not there."""
 
 
 def nanmean(values: Sequence[float]) -> float | None:
@@ -26,12 +49,92 @@ def nanmean(values: Sequence[float]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def format_pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
+def _fixed(value: float, digits: int, *, signed: bool = False) -> str:
+    text = f"{value:+,.{digits}f}" if signed else f"{value:,.{digits}f}"
+    if text.lstrip("+-").strip("0.,") == "":  # a rounded zero has no sign ("-0.00" reads as a negative)
+        return ("+" if signed else "") + text.lstrip("+-")
+    return text
 
 
-def pct_or_none(value: float | None) -> str | None:
-    return None if value is None else f"{value:.0%}"
+def format_fixed(value: float | None, digits: int = 2, *, signed: bool = False) -> str:
+    """A mean, a score or a statistic with `digits` decimals ("0.42", "+0.42" when `signed`)."""
+    return MISSING if value is None or math.isnan(value) else _fixed(value, digits, signed=signed)
+
+
+def format_interval(low: float | None, high: float | None, digits: int = 2, *, signed: bool = False) -> str:
+    """An interval's bounds, "[0.30, 0.55]"; "–" when either is missing."""
+    if low is None or high is None:
+        return MISSING
+    return f"[{format_fixed(low, digits, signed=signed)}, {format_fixed(high, digits, signed=signed)}]"
+
+
+def format_estimate(
+    value: float | None, low: float | None = None, high: float | None = None, digits: int = 2, *, signed: bool = False
+) -> str:
+    """An estimate with its interval, "0.42 [0.30, 0.55]"; the estimate alone when it has no interval."""
+    shown = format_fixed(value, digits, signed=signed)
+    if value is None or low is None or high is None:
+        return shown
+    return f"{shown} {format_interval(low, high, digits, signed=signed)}"
+
+
+def format_pct(value: float | None, digits: int = 0, *, signed: bool = False) -> str:
+    """A share as a percentage, "62%" ("62.0%" with `digits=1`)."""
+    if value is None or math.isnan(value):
+        return MISSING
+    return _fixed(value * 100, digits, signed=signed) + "%"
+
+
+def pct_or_none(value: float | None, digits: int = 0) -> str | None:
+    """`format_pct` for an HTML cell, which shows None its own way."""
+    return None if value is None else format_pct(value, digits)
+
+
+def format_points(
+    value: float | None, low: float | None = None, high: float | None = None, digits: int = 1, *, unit: str = " pp"
+) -> str:
+    """A difference of two shares in signed percentage points, "+3.2 pp [+1.0, +5.4]"."""
+    if value is None or math.isnan(value):
+        return MISSING
+    text = _fixed(value * 100, digits, signed=True) + unit
+    if low is None or high is None:
+        return text
+    return f"{text} [{_fixed(low * 100, digits, signed=True)}, {_fixed(high * 100, digits, signed=True)}]"
+
+
+def format_ms(value: float | None, digits: int = 1) -> str:
+    """A latency in milliseconds with thousands separated, "1,234.5" (the unit is in the column's name)."""
+    return format_fixed(value, digits)
+
+
+def format_sig(value: float | None, digits: int = 3) -> str:
+    """A value of any size to `digits` significant digits ("0.00123", "4.2e+03"), for a statistic whose range
+    is unknown (an e-value, a χ², a gate's measurement)."""
+    return MISSING if value is None else f"{value:.{digits}g}"
+
+
+def format_setting(value: float | None) -> str:
+    """A configured number as its author wrote it ("0.05", "2", "1e-06"): a setting, not a measurement."""
+    return MISSING if value is None else f"{value:g}"
+
+
+def format_count(value: float | None, *, compact: bool = False) -> str:
+    """A count with thousands separated, "12,345"; `compact` shortens one from 10,000 up for a one-line status,
+    "12.3k", "4.5M"."""
+    if value is None:
+        return MISSING
+    if compact and value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if compact and value >= 10_000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:,.0f}"
+
+
+def format_usd(usd: float | None) -> str:
+    """Dollars to the cent, or to a hundredth of a cent below $10 (a sim run costs fractions of one)."""
+    if usd is None:
+        return "price unknown"
+    return f"${usd:,.4f}" if usd < 10 else f"${usd:,.2f}"
 
 
 RateStyle = Literal["short", "precise", "compact"]
@@ -44,13 +147,13 @@ def format_rate(row: Mapping[str, Any] | None, style: RateStyle = "short") -> st
     for narrow heatmap cells, "62 [55–68]". One function, so every report reads a rate the same way.
     """
     if not row or row.get("rate") is None:
-        return "–"
+        return MISSING
     rate, low, high = row["rate"], row["low"], row["high"]
     if style == "precise":
-        return f"{rate:.1%} [{low:.1%}–{high:.1%}] n={row['n']}"
+        return f"{format_pct(rate, 1)} [{format_pct(low, 1)}–{format_pct(high, 1)}] n={row['n']}"
     if style == "compact":
-        return f"{rate * 100:.0f} [{low * 100:.0f}–{high * 100:.0f}]"
-    return f"{rate:.0%} [{low:.0%}, {high:.0%}]"
+        return f"{_fixed(rate * 100, 0)} [{_fixed(low * 100, 0)}–{_fixed(high * 100, 0)}]"
+    return f"{format_pct(rate)} [{format_pct(low)}, {format_pct(high)}]"
 
 
 def fit_to_width(renderable: RenderableType, width: int) -> RenderableType:

@@ -16,12 +16,14 @@ from engine.report._dots import Dots
 from engine.report._grid import HeatGrid
 from engine.report._histogram import Histogram
 from engine.report._survival import Survival
+from engine.report._svg_draw import Canvas
 
 __all__ = (
     "Block",
     "BlockCell",
     "Brief",
     "Bullets",
+    "Figure",
     "Forest",
     "ForestPanel",
     "Heatmap",
@@ -143,6 +145,18 @@ class Heatmap:
     columns_on_top: bool = False
 
 
+@dataclass(frozen=True, eq=False)
+class Figure:
+    """A plot drawn on its own canvas (e.g. a load test's latency over time), for a picture no other block
+    draws; `numbers` are the tables under it, and all a text output shows of it."""
+
+    canvas: Canvas
+    numbers: tuple[Table, ...]
+    key: str
+    caption: str
+    console: bool = False
+
+
 @dataclass(frozen=True)
 class Bullets:
     """A list of short statements (a markdown list) after an optional bold `lead`; the terminal shows it only
@@ -165,7 +179,7 @@ class Section:
     under the heading. A nested section without one inherits its parent's."""
 
 
-Block = Section | Table | Note | Bullets | Forest | Heatmap | HeatGrid | Survival | Histogram | Dots
+Block = Section | Table | Note | Bullets | Forest | Heatmap | HeatGrid | Survival | Histogram | Dots | Figure
 
 
 def tables_of(block: Block) -> Sequence[Table]:
@@ -174,7 +188,7 @@ def tables_of(block: Block) -> Sequence[Table]:
         return (block,)
     if isinstance(block, Forest):
         return (block.numbers,)
-    if isinstance(block, Heatmap | Survival | Histogram | Dots):
+    if isinstance(block, Heatmap | Survival | Histogram | Dots | Figure):
         return block.numbers
     if isinstance(block, HeatGrid):
         return (block.numbers,)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
+from engine.core._format import format_setting, format_sig
 from engine.report._svg import plot
 from engine.report._svg_draw import FRAME, Axes, Box, Canvas, Scale, colormap, split, text_width, tick_label
 
@@ -84,7 +85,7 @@ def _panel(ax: Axes, panel: GridPanel, block: HeatGrid) -> None:
     finite = [v for row in panel.values for v in row if v is not None and not math.isnan(v)]
     low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
     values = [[None if v is None or math.isnan(v) else v for v in row] for row in panel.values]
-    texts = [["–" if v is None else f"{v:.3g}" for v in row] for row in values]
+    texts = [[format_sig(v) for v in row] for row in values]
     ax.x = Scale(-0.5, len(block.column_labels) - 0.5, ax.box.left, ax.box.right)
     light = (low + high) / 2 if high > low else math.inf
     shade(ax, values, texts, cmap="Blues", scale=(low, high), light_above=light)
@@ -136,4 +137,4 @@ def heatmap_html(block: Heatmap, numbers: Markup) -> Markup:
 def _cell_texts(block: Heatmap) -> list[list[str]]:
     if block.cells is not None:
         return [list(row) for row in block.cells]
-    return [["" if not v else f"{v:g}" for v in values] for values in block.values]
+    return [["" if not v else format_setting(v) for v in values] for values in block.values]

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from engine.report._blocks import Block, BlockCell, Brief, Bullets, Forest, Note, Section, Strong, Table
+from engine.report._blocks import Block, BlockCell, Brief, Bullets, Figure, Forest, Note, Section, Strong, Table
 from engine.report._dots import Dot, DotPanel, Dots, DotSeries, dots_html
 from engine.report._grid import HeatGrid, heat_grid_html, heatmap_html
 from engine.report._histogram import Histogram, histogram_html
 from engine.report._survival import Survival, survival_html
-from engine.report._svg import Cell, paragraph, section, table
+from engine.report._svg import Cell, paragraph, plot, section, table
 
 __all__ = ("html_blocks",)
 
@@ -82,6 +82,8 @@ def _block(block: Block) -> Markup:
         return histogram_html(block, _numbers(block.numbers))
     if isinstance(block, Dots):
         return dots_html(block, _numbers(block.numbers))
+    if isinstance(block, Figure):
+        return plot(block.canvas, key=block.key, caption=block.caption, numbers=_numbers(block.numbers) or None)
     return heatmap_html(block, _numbers(block.numbers))
 
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from markupsafe import Markup
-
+from engine.core._format import format_estimate
 from engine.core._records import EpisodeRecord
 from engine.core._seeds import derive_seed
-from engine.report._blocks import SIMRUN_ADDITION
-from engine.report._svg import paragraph, section, table
+from engine.report._blocks import SIMRUN_ADDITION, Block, Note, Section, Table
 from engine.stats._agreement import judge_agreement, spec_labels, voted_units
 
-__all__ = ("judge_agreement_html", "judge_agreement_markdown", "run_judge_agreement")
+__all__ = ("judge_agreement_blocks", "run_judge_agreement")
 
 
 def _judge_specs(manifest: Mapping[str, Any]) -> list[Mapping[str, Any] | str]:
@@ -43,17 +41,15 @@ def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str,
 def _value(cell: Mapping[str, Any]) -> str:
     if cell.get("value") is None:
         return "not estimable"
-    if cell.get("low") is None or cell.get("high") is None:
-        return f"{cell['value']:.2f}"
-    return f"{cell['value']:.2f} [{cell['low']:.2f}, {cell['high']:.2f}]"
+    return format_estimate(cell["value"], cell.get("low"), cell.get("high"))
 
 
-def _rows(block: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+def _rows(block: Mapping[str, Any]) -> tuple[tuple[str, str, int, str, str], ...]:
     rows = []
     for metric in block.get("metrics", []):
         kappas = "; ".join(f"{' ~ '.join(k['judges'])}: {_value(k)}" for k in metric["kappa"])
-        rows.append((metric["metric"], metric["level"], str(metric["units"]), _value(metric["alpha"]), kappas))
-    return rows
+        rows.append((metric["metric"], metric["level"], int(metric["units"]), _value(metric["alpha"]), kappas))
+    return tuple(rows)
 
 
 _INTRO = (
@@ -65,33 +61,17 @@ _INTRO = (
 _PROVENANCE = f"{SIMRUN_ADDITION} (the papers compare their judges with human labels, not with each other)"
 
 
-def judge_agreement_markdown(block: Mapping[str, Any] | None) -> str:
-    """The report.md section; empty when fewer than two judge specs voted."""
+def judge_agreement_blocks(block: Mapping[str, Any] | None) -> list[Block]:
+    """The report section every kind shows in report.md, report.html and on the terminal; none when fewer than
+    two judge specs voted."""
     if not block or len(block.get("judges", [])) < 2:
-        return ""
-    lines = [
-        "",
-        "## Agreement between judge models",
-        "",
-        f"*Provenance: {_PROVENANCE}*",
-        "",
-        _INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block["judges"]) + ".",
-        "",
-        "| metric | level | units | α [95% CI] | pairwise κ [95% CI] |",
-        "|---|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in _rows(block)]
-    return "\n".join(lines) + "\n"
-
-
-def judge_agreement_html(block: Mapping[str, Any] | None) -> Markup:
-    """The report.html section a kind's `render_html` may append; empty when fewer than two judge specs voted."""
-    if not block or len(block.get("judges", [])) < 2:
-        return Markup("")
-    return section(
-        "Agreement between judge models",
-        paragraph(f"Provenance: {_PROVENANCE}", css="provenance"),
-        paragraph(_INTRO + " Judges: " + ", ".join(block["judges"]) + "."),
-        table(("metric", "level", "units", "α [95% CI]", "pairwise κ [95% CI]"), _rows(block), key="judge-agreement"),
+        return []
+    table = Table(
+        ("metric", "level", "units", "α [95% CI]", "pairwise κ [95% CI]"),
+        _rows(block),
+        title="Agreement between judge models",
         key="judge-agreement",
+        left=("level", "pairwise κ [95% CI]"),
     )
+    intro = Note(_INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block["judges"]) + ".")
+    return [Section("Agreement between judge models", (intro, table), key="judge-agreement", provenance=_PROVENANCE)]

@@ -12,10 +12,17 @@ from typing import Any
 
 from engine.core._format import format_pct
 from engine.core._records import EpisodeRecord
-from engine.report._blocks import SIMRUN_ADDITION
+from engine.report._blocks import SIMRUN_ADDITION, Block, Note, Section, Table
 from engine.runtime._plugins import JUDGE_OUTPUTS, UNJUDGED
 
-__all__ = ("all_simulated", "judging_line", "judging_markdown", "judging_summary", "played_by_line", "sim_judge_note")
+__all__ = (
+    "all_simulated",
+    "judging_blocks",
+    "judging_line",
+    "judging_summary",
+    "played_by_line",
+    "sim_judge_note",
+)
 
 
 def judging_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
@@ -60,23 +67,32 @@ def judging_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     }
 
 
-def judging_markdown(block: Mapping[str, Any] | None) -> str:
+def judging_blocks(block: Mapping[str, Any] | None) -> list[Block]:
+    """The Judging section: each judge's judged and unjudged replies, each judge model's parse failures."""
     if not block or not (block.get("judges") or block.get("parse_failures")):
-        return ""
-    lines = ["## Judging", "", f"*Provenance: {SIMRUN_ADDITION} (replies each judge left unjudged)*", ""]
-    lines += ["| judge | judged | unjudged |", "|---|---:|---:|"]
-    lines += [f"| {name} | {row['judged']} | {row['unjudged']} |" for name, row in block["judges"].items()]
-    lines += ["", "Rates count judged replies only; an unjudged reply's judge never gave a valid verdict."]
+        return []
+    body: list[Block] = [
+        Table(
+            ("judge", "judged", "unjudged"),
+            tuple((name, row["judged"], row["unjudged"]) for name, row in block["judges"].items()),
+            key="judging",
+        ),
+        Note("Rates count judged replies only; an unjudged reply's judge never gave a valid verdict."),
+    ]
     if block.get("parse_failures"):
-        lines += ["", "| judge model | rubric | answers | invalid | parse-failure rate |", "|---|---|---:|---:|---:|"]
-        lines += [
-            f"| `{row['model']}` | {row['rubric']} | {row['answers']} | {row['invalid']} | {format_pct(row['rate'])} |"
+        rows = tuple(
+            (f"`{row['model']}`", row["rubric"], row["answers"], row["invalid"], format_pct(row["rate"]))
             for row in block["parse_failures"]
-        ]
-    for name, row in block["judges"].items():
-        if row.get("first_reason"):
-            lines += ["", f"First unjudged reason ({name}): {row['first_reason']}"]
-    return "\n".join(lines) + "\n"
+        )
+        columns = ("judge model", "rubric", "answers", "invalid", "parse-failure rate")
+        body.append(Table(columns, rows, key="parse-failures"))
+    body += [
+        Note(f"First unjudged reason ({name}): {row['first_reason']}")
+        for name, row in block["judges"].items()
+        if row.get("first_reason")
+    ]
+    provenance = f"{SIMRUN_ADDITION} (replies each judge left unjudged)"
+    return [Section("Judging", tuple(body), key="judging", provenance=provenance)]
 
 
 def judging_line(block: Mapping[str, Any] | None) -> str | None:

@@ -17,6 +17,7 @@ from markupsafe import Markup
 from pydantic import BaseModel
 from rich.console import RenderableType
 
+from engine.core._format import format_estimate, format_fixed, format_interval
 from engine.core._records import EpisodeRecord
 from engine.core._text import word_count
 from engine.report._blocks import (
@@ -143,7 +144,7 @@ def _by_level(
 
 
 def _num(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return format_fixed(value, 3)
 
 
 def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> list[Block]:
@@ -153,7 +154,7 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
     for row in comparison["leaderboard"]:
         rank = str(row["rank_low"]) if row["rank_low"] == row["rank_high"] else f"{row['rank_low']}-{row['rank_high']}"
         tied = ", ".join(row["tied_with"]) or "–"
-        rows.append((rank, row["model"], _num(row["mean"]), f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]", tied))
+        rows.append((rank, row["model"], _num(row["mean"]), format_interval(row["ci_low"], row["ci_high"], 3), tied))
     table = Table(
         ("rank", "tutor", head["metric"], "95% CI", "tied with"),
         tuple(rows),
@@ -184,10 +185,11 @@ def _rho_interval(found: Mapping[str, Any]) -> str:
     since "+1.00 [+1.00, +1.00]" reads as a certainty the handful of tutors cannot give."""
     rho, low, high = found["rho"], found["low"], found["high"]
     if low is None or high is None:
-        return f"{rho:+.2f}"
+        return format_fixed(rho, signed=True)
     if high - low < 0.005:
-        return f"{rho:+.2f}, the same in every bootstrap resample over items (no spread to show an interval)"
-    return f"{rho:+.2f} [{low:+.2f}, {high:+.2f}] (95%, bootstrap over items)"
+        shown = format_fixed(rho, signed=True)
+        return f"{shown}, the same in every bootstrap resample over items (no spread to show an interval)"
+    return f"{format_estimate(rho, low, high, signed=True)} (95%, bootstrap over items)"
 
 
 def _pairs_table(comparison: Mapping[str, Any]) -> Table:
@@ -196,9 +198,9 @@ def _pairs_table(comparison: Mapping[str, Any]) -> Table:
     for row in comparison["pairs"]:
         if row["status"] != "ok":
             continue
-        diff = f"{row['mean_diff']:+.3f}" if row["mean_diff"] is not None else "–"
-        interval = "–" if row.get("mean_low") is None else f"[{row['mean_low']:+.3f}, {row['mean_high']:+.3f}]"
-        effect = "–" if row["r"] is None else f"{row['r']:+.2f}"
+        diff = format_fixed(row["mean_diff"], 3, signed=True)
+        interval = format_interval(row.get("mean_low"), row.get("mean_high"), 3, signed=True)
+        effect = format_fixed(row["r"], signed=True)
         verdict = "finding" if row["violation"] else ("gated" if row["gated"] else "–")
         rows.append(
             (row["metric"], f"{row['a']} − {row['b']}", diff, interval, effect, format_p(row["p_family"]), verdict)
@@ -226,7 +228,7 @@ def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
             row["metric"],
             row["test"] or "–",
             row["n"],
-            "–" if row["statistic"] is None else f"{row['statistic']:.2f}",
+            format_fixed(row["statistic"]),
             format_p(row["p"]),
             format_p(row["p_adjusted"]),
         )

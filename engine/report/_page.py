@@ -20,10 +20,13 @@ import jinja2
 import orjson
 from markupsafe import Markup
 
+from engine.core._format import format_count, format_sig, format_usd
 from engine.core._records import EpisodeRecord, Judgment
+from engine.report._html_blocks import html_blocks
+from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._judging import all_simulated, judging_line, played_by_line, sim_judge_note
 from engine.report._sections import EpisodeVerdict, HtmlSection, default_verdict, generic_section
-from engine.report._sequential import sequential_html
+from engine.report._sequential import sequential_blocks
 
 __all__ = ("MAX_TRANSCRIPTS", "EpisodeView", "render_episode_page", "render_page", "render_report")
 
@@ -108,7 +111,7 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return format_sig(value, 4)
     if value is None or isinstance(value, str | int):
         return "null" if value is None else str(value)
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
@@ -222,17 +225,17 @@ def _spend(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     for role, models in sorted((calls.get("tokens_by_role") or {}).items()):
         for model, (prompt, completion) in sorted(models.items()):
-            rows.append((f"{role} · {model}", f"{prompt:,} + {completion:,} tokens"))
+            rows.append((f"{role} · {model}", f"{format_count(prompt)} + {format_count(completion)} tokens"))
     priced = ", ".join(f"{m} {_usd(usd)}" for m, usd in sorted(prices.items()))
     rows.append(("spend", f"{_usd(cost.get('total'))}" + (f" ({priced})" if priced else "")))
     if cost.get("price_source"):
         rows.append(("prices", f"scenario's, else {cost['price_source']}"))
-    rows.append(("cache hits", f"{int(calls.get('cache_hits') or 0):,}"))
+    rows.append(("cache hits", format_count(int(calls.get("cache_hits") or 0))))
     return rows
 
 
 def _usd(usd: Any) -> str:
-    return "price unknown" if usd is None else f"${float(usd):,.4f}"
+    return format_usd(None if usd is None else float(usd))
 
 
 def render_page(*, title: str, header: Mapping[str, Any] | None, body: Markup, nav: Iterable[tuple[str, str]]) -> str:
@@ -268,7 +271,11 @@ def render_report(
     """
     results = summarizer.render_html(summary) if isinstance(summarizer, HtmlSection) else generic_section(summary)
     saved = (summary.get("run") or {}).get("saved") or {}
-    results = Markup(results) + sequential_html(summary.get("sequential"), saved)
+    every_kind = [
+        *judge_agreement_blocks(summary.get("judge_agreement")),
+        *sequential_blocks(summary.get("sequential"), saved),
+    ]
+    results = Markup(results) + html_blocks(every_kind)
     embedded = select_transcripts(records, max_transcripts)
     at = list(lines) if lines is not None else list(range(1, len(records) + 1))
     episodes = [episode_view(r, at[i], _verdict(summarizer, r), embedded=i in embedded) for i, r in enumerate(records)]

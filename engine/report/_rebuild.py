@@ -10,21 +10,22 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.core._errors import ScenarioError
-from engine.report._judge_agreement import judge_agreement_markdown, run_judge_agreement
+from engine.core._format import format_usd
+from engine.report._judge_agreement import judge_agreement_blocks, run_judge_agreement
 from engine.report._judging import (
     all_simulated,
-    judging_markdown,
+    judging_blocks,
     judging_summary,
     played_by_line,
     sim_judge_note,
 )
+from engine.report._markdown import markdown_blocks
 from engine.report._models import model_results, tutor_labels, view_for
 from engine.report._page import render_report
-from engine.report._sequential import savings, sequential_markdown
+from engine.report._sequential import savings, sequential_blocks
 from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS, Summarizer
 from engine.runtime._rundir import REPORT, SUMMARY, CurrentRecords, RunDir
-from engine.scenario._budget import format_usd
 
 __all__ = ("REPORT_HTML", "protocol_line", "write_report")
 
@@ -64,12 +65,13 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
         summary["run"]["saved"] = savings(sequential, manifest)
     run.write_json(SUMMARY, summary)
     summarizer = view
-    markdown = (
-        summarizer.render_markdown(summary)
-        + judge_agreement_markdown(summary["judge_agreement"])
-        + judging_markdown(summary["judging"])
-    )
-    markdown += sequential_markdown(sequential, summary["run"].get("saved") or {})
+    saved = summary["run"].get("saved") or {}
+    every_kind = [  # the parts every kind's report carries, after the kind's own
+        *judge_agreement_blocks(summary["judge_agreement"]),
+        *judging_blocks(summary["judging"]),
+        *sequential_blocks(sequential, saved),
+    ]
+    markdown = summarizer.render_markdown(summary) + "\n" + markdown_blocks(every_kind)
     run.write_text(REPORT, _header(summary["run"]) + markdown)
     run.write_text(REPORT_HTML, render_report(summary, records, manifest, summarizer, lines=current.lines))
     return summary

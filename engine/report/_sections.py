@@ -13,8 +13,10 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 from markupsafe import Markup
 
+from engine.core._format import format_sig
 from engine.core._records import EpisodeRecord
-from engine.report._svg import Cell, paragraph, section, table
+from engine.report._blocks import Block, BlockCell, Note, Section, Table
+from engine.report._html_blocks import html_blocks
 
 __all__ = (
     "EpisodeScores",
@@ -33,9 +35,9 @@ class HtmlSection(Protocol):
     """A summariser that draws its kind's results (plots with their tables) for report.html.
 
     `render_html` gets the same `summary` dict as `render_markdown` (summary.json, with "run") and returns
-    the results part of the page. Build it from `engine.report._svg` blocks (`section`, `plot`, `table`,
-    `paragraph`, and `new_figure`, a canvas of shapes and text), which escape every string. A `Markup` result
-    is inserted as is; a plain `str` is escaped and shown as text, so a section can never inject markup by
+    the results part of the page. Build it as report blocks drawn by `html_blocks` (a `BlockSummarizer` does
+    this for you), which escape every string: the page then shows the same tables as report.md and the
+    terminal. A plain `str` result is escaped and shown as text, so a section can never inject markup by
     accident.
     """
 
@@ -79,9 +81,13 @@ def default_scores(record: EpisodeRecord) -> dict[str, float]:
     return scores
 
 
-def _text(value: Any) -> Cell:
-    if value is None or isinstance(value, str | int | float | bool):
+def _text(value: Any) -> BlockCell:
+    if value is None or isinstance(value, str | int) and not isinstance(value, bool):
         return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return format_sig(value)
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
@@ -89,26 +95,28 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _generic(title: str, value: Any, depth: int) -> Markup:
+def _generic(title: str, value: Any, depth: int) -> list[Block]:
     if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
         columns: list[str] = []
         for row in value:
             columns += [key for key in row if key not in columns]
-        rows = [[_text(row.get(column)) for column in columns] for row in value[:MAX_GENERIC_ROWS]]
-        parts = [table(columns, rows)]
+        rows = tuple(tuple(_text(row.get(column)) for column in columns) for row in value[:MAX_GENERIC_ROWS])
+        parts: list[Block] = [Table(tuple(columns), rows)]
         if len(value) > MAX_GENERIC_ROWS:
-            parts.append(paragraph(f"First {MAX_GENERIC_ROWS} of {len(value)} rows; all are in summary.json."))
-        return section(title, *parts)
+            parts.append(Note(f"First {MAX_GENERIC_ROWS} of {len(value)} rows; all are in summary.json."))
+        return [Section(title, tuple(parts))]
     if isinstance(value, dict) and all(_scalar(v) for v in value.values()):
-        return section(title, table(("name", "value"), [(str(k), _text(v)) for k, v in value.items()]))
+        return [Section(title, (Table(("name", "value"), tuple((str(k), _text(v)) for k, v in value.items())),))]
     if isinstance(value, dict) and depth < 3:
-        inner = Markup("").join(_generic(f"{title} · {key}", v, depth + 1) for key, v in value.items())
-        return Markup('<div class="group">{}</div>').format(inner)
-    return section(title, table(("value",), [(_text(value),)]))
+        return [block for key, v in value.items() for block in _generic(f"{title} · {key}", v, depth + 1)]
+    return [Section(title, (Table(("value",), ((_text(value),),)),))]
 
 
 def generic_section(summary: Mapping[str, Any]) -> Markup:
     """Every table of a summary that has no HTML section of its own, read straight from its JSON shape."""
-    parts = [_generic(str(key), value, 0) for key, value in summary.items() if key != "run"]
-    note = paragraph("This scenario kind has no HTML section of its own: its summary is shown as tables.", css="note")
-    return note + Markup("").join(parts)
+    note = Note("This scenario kind has no HTML section of its own: its summary is shown as tables.")
+    blocks = [
+        note,
+        *(block for key, value in summary.items() if key != "run" for block in _generic(str(key), value, 0)),
+    ]
+    return html_blocks(blocks)

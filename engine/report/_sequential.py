@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from markupsafe import Markup
-
-from engine.report._blocks import SIMRUN_ADDITION
-from engine.report._svg import Cell, new_figure, plot, section, table
+from engine.core._format import format_count, format_interval, format_pct, format_setting, format_sig, format_usd
+from engine.report._blocks import SIMRUN_ADDITION, Block, Bullets, Figure, Note, Section, Strong, Table
+from engine.report._svg import new_figure
 from engine.report._svg_draw import Axes, Box, Scale, fit
-from engine.scenario._budget import format_usd
 
-__all__ = ("savings", "sequential_html", "sequential_lines", "sequential_markdown")
+__all__ = ("savings", "sequential_blocks", "sequential_lines")
 
 _BAND, _NULL, _STOP = "#9ecae1", "#cb181d", "#344054"
 
@@ -43,36 +41,49 @@ def savings(seq: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str, An
 
 def _interval(q: Mapping[str, Any]) -> str:
     low, high = q.get("interval") or (None, None)
-    return "–" if low is None else f"[{low:.3f}, {high:.3f}]"
+    return format_interval(low, high, 3)
 
 
-def sequential_markdown(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
-    if seq.get("design") != "sequential":
-        return (
-            "\n_Fixed-sample design: the p-values and intervals above assume the number of episodes was fixed in "
-            "advance; stopping a run, or adding items, when they look good invalidates them. A run that may stop "
-            "early declares `design.stopping` (docs/sequential.md)._\n"
+_FIXED = (
+    "Fixed-sample design: the p-values and intervals above assume the number of episodes was fixed in advance; "
+    "stopping a run, or adding items, when they look good invalidates them. A run that may stop early declares "
+    "`design.stopping` (docs/sequential.md)."
+)
+
+
+def sequential_blocks(seq: Mapping[str, Any] | None, saved: Mapping[str, Any]) -> list[Block]:
+    """A sequential run's section (its verdicts and each question's interval path); a fixed-sample run's note."""
+    if not seq or seq.get("design") != "sequential":
+        return [Note(_FIXED)]
+    rows = tuple(
+        (
+            q["name"],
+            f"{q['form']} {q['null']}",
+            Strong(q["verdict"]),
+            q["settled"] or "no",
+            format_sig(q["e_value"]),
+            q["n"],
+            _interval(q),
         )
-    lines = [
-        "",
-        "## Sequential stopping",
-        "",
-        f"*Provenance: {SIMRUN_ADDITION} (anytime-valid stopping; the papers ran fixed samples)*",
-        "",
-        f"- {_headline(seq, saved)}",
-        f"- intervals: anytime-valid confidence sequences at {seq['interval_level']:.2%} each "
-        f"(Bonferroni over {len(seq['questions'])} questions); findings: e-BH at α = {seq['alpha']} over the "
-        "e-values at the stop",
-        "",
-        "| question | null | verdict | settled | e-value | items | interval |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for q in seq["questions"]:
-        lines.append(
-            f"| {q['name']} | {q['form']} {q['null']} | **{q['verdict']}** | {q['settled'] or 'no'} "
-            f"| {q['e_value']:.3g} | {q['n']} | {_interval(q)} |"
+        for q in seq["questions"]
+    )
+    method = Bullets(
+        (
+            _headline(seq, saved),
+            f"intervals: anytime-valid confidence sequences at {format_pct(seq['interval_level'], 2)} each "
+            f"(Bonferroni over {len(seq['questions'])} questions); findings: e-BH at α = "
+            f"{format_setting(seq['alpha'])} over the e-values at the stop",
         )
-    return "\n".join(lines) + "\n"
+    )
+    table = Table(
+        ("question", "null", "verdict", "settled", "e-value", "items", "interval"),
+        rows,
+        key="sequential",
+        left=("null", "verdict", "settled"),
+    )
+    paths = [_path_plot(q, f"seq-{q['name']}") for q in seq["questions"] if q["path"]]
+    provenance = f"{SIMRUN_ADDITION} (anytime-valid stopping; the papers ran fixed samples)"
+    return [Section("Sequential stopping", (method, table, *paths), key="sequential", provenance=provenance)]
 
 
 def sequential_lines(summary: Mapping[str, Any]) -> list[str]:
@@ -82,7 +93,8 @@ def sequential_lines(summary: Mapping[str, Any]) -> list[str]:
         return []
     lines = [f"sequential: {_headline(seq, (summary.get('run') or {}).get('saved') or {})}"]
     lines += [
-        f"  {q['name']}: {q['verdict']} (e-value {q['e_value']:.3g}, interval {_interval(q)})" for q in seq["questions"]
+        f"  {q['name']}: {q['verdict']} (e-value {format_sig(q['e_value'])}, interval {_interval(q)})"
+        for q in seq["questions"]
     ]
     return lines
 
@@ -93,12 +105,12 @@ def _headline(seq: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
         return f"ran the plan to its end {where}: no early stop, nothing saved"
     return (
         f"stopped early {where}: {saved['episodes_played']} of {saved['episodes_planned']} episodes "
-        f"({saved['share_of_plan']:.0%} of the plan); saved ≈ {saved['calls_saved']:,} calls and "
-        f"{format_usd(saved['usd_saved'])} against the full plan"
+        f"({format_pct(saved['share_of_plan'])} of the plan); saved ≈ {format_count(saved['calls_saved'])} calls "
+        f"and {format_usd(saved['usd_saved'])} against the full plan"
     )
 
 
-def _path_plot(q: Mapping[str, Any], key: str) -> Markup:
+def _path_plot(q: Mapping[str, Any], key: str) -> Figure:
     path = q["path"]
     fig = new_figure(6.5, 2.4)
     axes = Axes(fig, Box(48, 24, fig.width - 16, fig.height - 34), (0.0, float(path[-1]["items"] or 1)), (0.0, 1.0))
@@ -118,17 +130,17 @@ def _path_plot(q: Mapping[str, Any], key: str) -> Markup:
     axes.yticks(axes.y.ticks())
     axes.xlabel("items completed")
     axes.title(f"{q['name']}: interval after each look (null {q['null']}, dashed)")
-    rows: list[list[Cell]] = [
-        [p["items"], p["n"], p["e_value"], p["interval"][0], p["interval"][1], p["settled"]] for p in path
-    ]
-    numbers = table(["items", "n", "e-value", "low", "high", "settled"], rows)
+    rows = tuple(
+        (
+            p["items"],
+            p["n"],
+            format_sig(p["e_value"]),
+            format_sig(p["interval"][0]),
+            format_sig(p["interval"][1]),
+            "yes" if p["settled"] else "no",
+        )
+        for p in path
+    )
+    numbers = Table(("items", "n", "e-value", "low", "high", "settled"), rows)
     caption = f"{q['name']}: the confidence sequence over looks; verdict at the stop: {q['verdict']}"
-    return plot(fig, key=key, caption=caption, numbers=numbers)
-
-
-def sequential_html(seq: Mapping[str, Any] | None, saved: Mapping[str, Any]) -> Markup:
-    if not seq or seq.get("design") != "sequential" or not seq.get("questions"):
-        return Markup("")
-    parts: list[Markup | str] = [_headline(seq, saved)]
-    parts += [_path_plot(q, f"seq-{q['name']}") for q in seq["questions"] if q["path"]]
-    return section("Sequential stopping", *parts, key="sequential")
+    return Figure(fig, (numbers,), key=key, caption=caption)

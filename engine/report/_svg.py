@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
+from engine.core._format import format_sig
 from engine.report._svg_draw import Canvas
 
 __all__ = (
@@ -30,6 +31,8 @@ Cell = str | int | float | bool | Markup | None
 """A table cell: `Markup` is inserted as is, None shows as "–", anything else is escaped text."""
 
 _KEY = re.compile(r"[^A-Za-z0-9_-]+")
+_NUMBER = re.compile(r"[+\-−]?\d[\d,]*(?:\.\d+)?%?")
+"""A cell that is one formatted number ("12.4", "+3", "62%", "1,234"): aligned right like a number."""
 _POINTS = 72.0
 
 
@@ -56,8 +59,8 @@ def _cell(value: Cell, tag: str) -> Markup:
         return Markup('<{0} class="empty">–</{0}>').format(Markup(tag))
     if isinstance(value, bool):
         return Markup("<{0}>{1}</{0}>").format(Markup(tag), "yes" if value else "no")
-    if isinstance(value, int | float):
-        text = f"{value:.3g}" if isinstance(value, float) else str(value)
+    if isinstance(value, int | float) or tag == "td" and isinstance(value, str) and _NUMBER.fullmatch(value):
+        text = format_sig(value) if isinstance(value, float) else str(value)
         return Markup('<{0} class="num">{1}</{0}>').format(Markup(tag), text)
     return Markup("<{0}>{1}</{0}>").format(Markup(tag), value)
 

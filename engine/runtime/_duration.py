@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.core._format import format_count, format_setting
 from engine.runtime._plugins import CallEstimate
 from engine.scenario._spec import ModelSpec, Scenario
 
@@ -21,7 +22,7 @@ class DurationBound:
 
 def _format(seconds: float) -> str:
     if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 1 else "under 1 s"
+        return f"{format_count(seconds)} s" if seconds >= 1 else "under 1 s"
     minutes, rest = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {rest:02d} s"
@@ -32,13 +33,19 @@ def _format(seconds: float) -> str:
 def _role_bounds(role: str, spec: ModelSpec, calls: float, tokens: float, episodes_at_once: int) -> list[DurationBound]:
     bounds = []
     if spec.rpm:
-        bounds.append(DurationBound(calls / spec.rpm * 60, f"{role} rpm {spec.rpm:g}: {calls:,.0f} calls"))
+        bounds.append(
+            DurationBound(calls / spec.rpm * 60, f"{role} rpm {format_setting(spec.rpm)}: {format_count(calls)} calls")
+        )
     if spec.tpm:
-        bounds.append(DurationBound(tokens / spec.tpm * 60, f"{role} tpm {spec.tpm:g}: {tokens:,.0f} tokens"))
+        bounds.append(
+            DurationBound(
+                tokens / spec.tpm * 60, f"{role} tpm {format_setting(spec.tpm)}: {format_count(tokens)} tokens"
+            )
+        )
     latency = spec.params.get("latency_s") if spec.provider == "sim" else None
     if isinstance(latency, int | float) and latency > 0:
         at_once = min(spec.max_concurrency or episodes_at_once, episodes_at_once)
-        reason = f"{role} sim latency {latency:g} s × {calls:,.0f} calls, {at_once} at once"
+        reason = f"{role} sim latency {format_setting(latency)} s × {format_count(calls)} calls, {at_once} at once"
         bounds.append(DurationBound(calls * latency / at_once, reason))
     return bounds
 

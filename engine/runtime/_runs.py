@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from engine.core._dirfiles import exists_in
 from engine.core._errors import ScenarioError
+from engine.core._format import format_count, format_usd
 from engine.runtime._modes import mode_of
 from engine.runtime._rundir import MANIFEST, RunDir
 from engine.scenario._budget import Price, price_of
@@ -49,7 +50,7 @@ class RunInfo:
         mode = mode_of(self.manifest)
         if mode is not None and mode.outcome is not None:
             return mode.outcome(self.manifest)
-        return f"{counts.get('ok', 0):,} ok / {counts.get('error', 0):,} error"
+        return f"{format_count(counts.get('ok', 0))} ok / {format_count(counts.get('error', 0))} error"
 
     @property
     def spend(self) -> str:
@@ -72,12 +73,12 @@ class RunInfo:
                 cost += (prompt * price.input + completion * price.output) / 1_000_000
         cost_usd = self.manifest.get("cost_usd")
         source = cost_usd.get("price_source") if isinstance(cost_usd, Mapping) else None
-        dollars = f"${cost:,.2f}" if priced else "$ unknown"
+        dollars = format_usd(cost) if priced else "$ unknown"
         return f"{_tokens(tokens)} tokens, {dollars}" + (f" ({source})" if source else "")
 
 
 def _tokens(count: int) -> str:
-    return f"{count / 1e6:.1f}M" if count >= 1_000_000 else f"{count / 1e3:.1f}k" if count >= 1000 else str(count)
+    return format_count(count, compact=True)
 
 
 def find_runs(parent: Path = DEFAULT_RUNS) -> list[RunInfo]:

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from engine.core._errors import ScenarioError
+from engine.core._format import format_sig
 from engine.core._records import EpisodeRecord
 from engine.scenario._plan import Episode
 from engine.scenario._spec import Scenario
@@ -288,7 +289,7 @@ def live_text(summary: dict[str, Any]) -> str:
     parts = [f"look {summary['looks']}/{summary['waves']}"]
     for q in summary["questions"]:
         low, high = q["interval"] or (None, None)
-        span = "–" if low is None else f"[{low:.3g}, {high:.3g}]"
+        span = "–" if low is None else f"[{format_sig(low)}, {format_sig(high)}]"
         state = q["settled"] or "open"
         parts.append(f"{q['name']} {span} {state}")
     return " · ".join(parts)

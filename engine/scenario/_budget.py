@@ -19,6 +19,7 @@ from importlib import metadata
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.core._errors import ScenarioError
+from engine.core._format import format_count, format_usd
 
 __all__ = ("Budget", "Price", "Spend", "format_usd", "price_of", "price_source", "spend")
 
@@ -108,11 +109,11 @@ class Budget:
         """Why the run must stop admitting episodes, or None while it is within its limits."""
         tokens = sum(p + c for p, c in usage_by_model.values())
         if self.max_tokens is not None and tokens >= self.max_tokens:
-            return f"token budget reached: {tokens:,} of {self.max_tokens:,} tokens used"
+            return f"token budget reached: {format_count(tokens)} of {format_count(self.max_tokens)} tokens used"
         if self.max_cost is not None:
             spent = self.cost(usage_by_model, prices)
             if spent >= self.max_cost:
-                return f"cost budget reached: ${spent:.4f} of ${self.max_cost:.2f} spent"
+                return f"cost budget reached: {format_usd(spent)} of {format_usd(self.max_cost)} spent"
         return None
 
 
@@ -162,9 +163,3 @@ def spend(tokens_by_role: Mapping[str, Mapping[str, Sequence[int]]], prices: Map
             usd = None if price is None else (prompt * price.input + completion * price.output) / 1_000_000
             rows.append((role, model, int(prompt), int(completion), usd))
     return Spend(rows)
-
-
-def format_usd(usd: float | None) -> str:
-    if usd is None:
-        return "price unknown"
-    return f"${usd:,.4f}" if usd < 10 else f"${usd:,.2f}"

@@ -14,6 +14,8 @@ import pytest
 from rich.console import Console
 
 from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
+from engine.report._html_blocks import html_blocks
+from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._rebuild import write_report
 from engine.runtime._rundir import RunDir
 from judges.crescendo_summary import CrescendoSummarizer, ReplyHarm, format_rate, reply_harm
@@ -529,7 +531,8 @@ async def test_report_without_sim_provider_is_not_marked_simulated(
 
 
 def test_render_html_shows_hazard_subjects_and_judge_agreement(summary: dict[str, Any]) -> None:
-    """The HTML section has the hazard plot and contrast table, SafeTutors' subject tables, and judge agreement."""
+    """The HTML section has the hazard plot and contrast table and SafeTutors' subject tables; judge agreement is the
+    engine's section for every kind (drawn by the block renderer after the kind's own), once."""
     block = {
         "judges": ["a", "b"],
         "metrics": [
@@ -543,7 +546,9 @@ def test_render_html_shows_hazard_subjects_and_judge_agreement(summary: dict[str
         ],
     }
     html = str(CrescendoSummarizer().render_html({**summary, "judge_agreement": block}))
-    for key in ("fig-crescendo-hazard", "tbl-hazard-contrast", "tbl-subject-dimension-single", "tbl-judge-agreement"):
+    for key in ("fig-crescendo-hazard", "tbl-hazard-contrast", "tbl-subject-dimension-single"):
         assert f'id="{key}"' in html, key
-    assert "0.50 [0.20, 0.70]" in html
-    assert 'id="tbl-judge-agreement"' not in str(CrescendoSummarizer().render_html(summary))
+    assert 'id="tbl-judge-agreement"' not in html  # not the kind's: the engine adds it for every kind
+    agreement = str(html_blocks(judge_agreement_blocks(block)))
+    assert 'id="tbl-judge-agreement"' in agreement and "0.50 [0.20, 0.70]" in agreement
+    assert judge_agreement_blocks({**block, "judges": ["a"]}) == []

@@ -7,9 +7,7 @@ Confusion matrices put the human label on the rows and the judge's on the column
 
 from __future__ import annotations
 
-import math
-
-from engine.core._format import format_pct
+from engine.core._format import format_estimate, format_fixed, format_interval, format_pct
 from engine.report._blocks import Block, BlockCell, Bullets, Heatmap, Note, Section, Strong, Table
 from engine.tools.calibrate._model import (
     AgreementStats,
@@ -42,11 +40,11 @@ _COLUMNS = (
 
 
 def _f(value: float | None) -> str:
-    return "–" if value is None or math.isnan(value) else f"{value:.2f}"
+    return format_fixed(value)
 
 
 def _pct1(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1%}"
+    return format_pct(value, 1)
 
 
 def _with_interval(stats: AgreementStats, name: str, *, pct: bool = False) -> str:
@@ -57,7 +55,7 @@ def _with_interval(stats: AgreementStats, name: str, *, pct: bool = False) -> st
         return shown
     if pct:
         return f"{shown} [{format_pct(bounds.low)}, {format_pct(bounds.high)}]"
-    return f"{shown} [{bounds.low:.2f}, {bounds.high:.2f}]"
+    return f"{shown} {format_interval(bounds.low, bounds.high)}"
 
 
 def _row(name: str, data: JudgeResult, row: DimensionRow) -> tuple[BlockCell, ...]:
@@ -124,8 +122,7 @@ def _alpha_table(block: JudgeAgreementSummary, first: str, *, title: str, key: s
     rows: list[tuple[BlockCell, ...]] = []
     for metric in block.metrics:
         alpha = metric.alpha
-        bounds = f" [{alpha.low:.2f}, {alpha.high:.2f}]" if alpha.low is not None and alpha.high is not None else ""
-        rows.append((metric.metric, metric.units, _f(alpha.value) + bounds))
+        rows.append((metric.metric, metric.units, format_estimate(alpha.value, alpha.low, alpha.high)))
     return Table((first, "units", "α [95% CI]"), tuple(rows), title=title, key=key)
 
 
@@ -192,7 +189,7 @@ def _confusion(name: str, row: DimensionRow, key: str, *, console: bool) -> Sect
         key=key,
         caption=f"{name} · {row.dimension}: human labels (rows) against the judge's (columns), {exact.n} "
         f"responses; accuracy {_pct1(exact.accuracy)}, "
-        f"{'quadratic ' if row.ordinal else ''}κ {'–' if kappa is None else f'{kappa:.2f}'}.",
+        f"{'quadratic ' if row.ordinal else ''}κ {format_fixed(kappa)}.",
         xlabel="judge's label",
         ylabel="human label",
         colorbar="responses",

@@ -1,6 +1,7 @@
 """What `simrun compare` writes: compare.json, compare.md, compare.html, and the console headline.
 
-Every renderer reads the same `Comparison`, so the three agree on which contrasts are findings.
+Every output draws the same blocks (`compare_blocks`) through the report renderers, so the three agree on which
+contrasts are findings and show the same digits.
 """
 
 from __future__ import annotations
@@ -10,23 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from markupsafe import Markup
-from rich.table import Table
-from rich.text import Text
+from rich.console import RenderableType
 
 from engine.core._errors import ScenarioError
-from engine.report._dots import Dot, DotPanel, Dots, DotSeries, dots_html
+from engine.core._format import format_fixed, format_pct, format_setting, format_sig
+from engine.report._blocks import Block, Bullets, Note, Section, Strong, Table
+from engine.report._console import console_blocks
+from engine.report._dots import Dot, DotPanel, Dots, DotSeries
+from engine.report._html_blocks import html_blocks
+from engine.report._markdown import markdown_blocks
 from engine.report._page import render_page
-from engine.report._svg import paragraph, section, table
 from engine.stats._families import format_effect, format_p
 from engine.stats._paired import MEANINGFUL_R
 from engine.tools.compare._runs import ALL, FAMILY_Q, Comparison, compare_runs
 
-__all__ = ("comparable_rows", "render_console", "render_html", "render_markdown", "write_comparison")
+__all__ = ("compare_blocks", "comparable_rows", "render_console", "render_html", "render_markdown", "write_comparison")
 
 
 def _mean(value: float | None) -> str:
-    return "–" if value is None else f"{value:.4g}"
+    return format_sig(value, 4)
 
 
 def _contrast_label(c: Mapping[str, Any]) -> str:
@@ -45,91 +48,84 @@ def _chance_note(comparison: Comparison) -> str:
     flagged = sum(1 for c in comparison.contrasts if c["violation"])
     return (
         f"{tested} contrasts with an interval were tested as one family; {flagged} are findings "
-        f"(Benjamini–Hochberg adjusted p ≤ {FAMILY_Q:g}). If the runs did not differ, the chance of any finding "
-        f"would be at most {FAMILY_Q:.0%}."
+        f"(Benjamini–Hochberg adjusted p ≤ {format_setting(FAMILY_Q)}). If the runs did not differ, the chance of "
+        f"any finding would be at most {format_pct(FAMILY_Q)}."
     )
 
 
-def render_markdown(comparison: Comparison) -> str:
-    labels = [run["label"] for run in comparison.runs]
-    lines = ["# simrun comparison", "", "| run | directory | scenario | hash | tutor | seed | status | ok | error |"]
-    lines.append("|---|---|---|---|---|---|---|---|---|")
-    for run in comparison.runs:
-        lines.append(
-            f"| {run['label']} | `{run['run']}` | {run['scenario']} | `{str(run['scenario_hash'])[:12]}` | "
-            f"`{run['models'].get('tutor')}` | {run['seed']} | {run['status']} | {run['ok']} | {run['error']} |"
+def _runs_table(comparison: Comparison) -> Table:
+    rows = tuple(
+        (
+            r["label"],
+            r["run"],
+            r["scenario"],
+            r["kind"],
+            str(r["scenario_hash"])[:12],
+            "; ".join(f"{k}: {v}" for k, v in r["models"].items() if v),
+            r["seed"],
+            r["status"],
+            r["ok"],
+            r["error"],
         )
-    lines.append("")
+        for r in comparison.runs
+    )
+    return Table(
+        ("run", "directory", "scenario", "kind", "scenario hash", "models", "seed", "status", "ok", "error"),
+        rows,
+        title="Runs",
+        key="runs",
+        left=("directory", "scenario", "kind", "scenario hash", "models", "status"),
+    )
+
+
+def _runs_section(comparison: Comparison) -> Section:
+    body: list[Block] = []
     if any(run["simulated"] for run in comparison.runs):
-        lines += [
-            "> **Simulated results.** At least one run used simrun's `sim` provider, a deterministic simulator, "
-            "not a language model.",
-            "",
-        ]
-    lines += [f"- {s}" for s in comparison.statements] or ["- The runs match episode for episode."]
-    lines.append("")
-    if not comparable_rows(comparison):
-        return "\n".join(lines) + "\n"
-    lines += [
-        f"## Paired differences over {comparison.matched} matched episodes",
-        "",
-        f"Rank-biserial r of the per-episode differences (later run − {labels[0]}), 95% bootstrap interval; "
-        f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; **bold**: a finding of the corrected family.",
-        "",
-        _chance_note(comparison),
-        "",
-        "| condition | metric | " + " | ".join(f"mean {label}" for label in labels) + " | contrast | r [95% CI] | p "
-        "| p (family, BH) | n |",
-        "|---|---|" + "---|" * len(labels) + "---|---|---|---|---|",
-    ]
-    for c in comparison.contrasts:
-        effect = format_effect(c)
-        means = " | ".join(_mean(c["means"][label]) for label in labels)
-        lines.append(
-            f"| {c['condition']} | {c['metric']} | {means} | {_contrast_label(c)} | "
-            f"{f'**{effect}**' if c['violation'] else effect} | {format_p(c['p'])} | "
-            f"{format_p(_family_p(c))} | {c['n']} |"
+        body.append(
+            Note(
+                "Simulated results: at least one run used simrun's sim provider, a deterministic simulator, "
+                "not a language model."
+            )
         )
-    if comparison.changed_verdicts_total:
-        lines += [
-            "",
-            f"## Episodes whose verdict differs ({comparison.changed_verdicts_total})",
-            "",
-            "| episode | " + " | ".join(labels) + " |",
-            "|---|" + "---|" * len(labels),
-        ]
-        for row in comparison.changed_verdicts:
-            lines.append(f"| {row['episode']} | " + " | ".join(str(row[label]) for label in labels) + " |")
-    return "\n".join(lines) + "\n"
+    body.append(_runs_table(comparison))
+    body.append(Bullets(tuple(comparison.statements) or ("The runs match episode for episode.",)))
+    return Section("Runs", tuple(body), key="runs")
 
 
-def render_console(comparison: Comparison) -> Table | None:
-    """The headline: each metric's paired difference over all conditions, with its interval, as in compare.md."""
-    overall = [c for c in comparison.contrasts if c["condition"] == ALL]
-    if not comparable_rows(comparison) or not overall:
-        return None
+def _contrasts_table(comparison: Comparison, contrasts: Sequence[Mapping[str, Any]], *, pooled: bool) -> Table:
     labels = [run["label"] for run in comparison.runs]
-    table = Table(title=f"Paired differences over {comparison.matched} matched episodes (all conditions)")
-    for column in ("metric", *(f"mean {label}" for label in labels), "contrast", "r [95% CI]", "p (family, BH)", "n"):
-        table.add_column(column, justify="left" if column in ("metric", "contrast", "r [95% CI]") else "right")
-    for c in overall:
-        table.add_row(
-            *map(Text, (c["metric"], *(_mean(c["means"][label]) for label in labels), _contrast_label(c))),
-            Text(format_effect(c), style="bold" if c["violation"] else ""),
-            *map(Text, (format_p(_family_p(c)), str(c["n"]))),
+    where: tuple[str, ...] = () if pooled else ("condition",)
+    rows = tuple(
+        (
+            *((c["condition"],) if not pooled else ()),
+            c["metric"],
+            *(_mean(c["means"][label]) for label in labels),
+            _contrast_label(c),
+            Strong(format_effect(c)) if c["violation"] else format_effect(c),
+            format_p(c["p"]),
+            format_p(_family_p(c)),
+            c["n"],
         )
-    table.caption = f"bold: a finding. {_chance_note(comparison)}"
-    return table
+        for c in contrasts
+    )
+    means = tuple(f"mean {label}" for label in labels)
+    columns = (*where, "metric", *means, "contrast", "r [95% CI]", "p", "p (family, BH)", "n")
+    return Table(
+        columns,
+        rows,
+        title=f"Paired differences over {comparison.matched} matched episodes"
+        + (" (all conditions)" if pooled else ""),
+        key="contrasts-pooled" if pooled else "contrasts",
+        row_classes=tuple("violation" if c["violation"] else "" for c in contrasts),
+        console_columns=tuple(c for c in columns if c != "p") if pooled else (),
+        left=(*where, "metric", "contrast", "r [95% CI]"),
+    )
 
 
-def comparable_rows(comparison: Comparison) -> bool:
-    return comparison.comparable and bool(comparison.contrasts)
-
-
-def _forest(comparison: Comparison) -> Markup:
+def _forest(comparison: Comparison) -> Block:
     overall = [c for c in comparison.contrasts if c["condition"] == ALL and c["r"] is not None]
     if not overall:
-        return paragraph("No pooled contrast had an interval to plot (see the table).")
+        return Note("No pooled contrast had an interval to plot (see the table).")
     dots = tuple(Dot(c["r"], c["ci_low"], c["ci_high"], highlight=bool(c["violation"])) for c in overall)
     panel = DotPanel(
         tuple(f"{c['metric']} · {c['a']} − {c['b']}" for c in overall),
@@ -138,104 +134,67 @@ def _forest(comparison: Comparison) -> Markup:
         xlim=(-1.05, 1.05),
         band=MEANINGFUL_R,
     )
-    caption = "Paired differences over all matched episodes, per metric."
-    return dots_html(Dots((panel,), (), key="compare-forest", caption=caption), Markup(""))
+    return Dots((panel,), (), key="compare-forest", caption="Paired differences over all matched episodes, per metric.")
+
+
+def _contrasts_section(comparison: Comparison) -> Section:
+    labels = [run["label"] for run in comparison.runs]
+    intro = Note(
+        f"Rank-biserial r of the per-episode differences (later run − {labels[0]}), matched by item, condition "
+        f"and replicate, with its 95% bootstrap interval; |r| ≥ {format_fixed(MEANINGFUL_R)} is practically "
+        "meaningful; bold (highlighted): a finding of the corrected family."
+    )
+    body = (intro, Note(_chance_note(comparison)), _forest(comparison))
+    return Section(
+        f"Paired differences over {comparison.matched} matched episodes",
+        (*body, _contrasts_table(comparison, comparison.contrasts, pooled=False)),
+        key="contrasts",
+    )
+
+
+def _changed_section(comparison: Comparison) -> Section:
+    labels = [run["label"] for run in comparison.runs]
+    table = Table(
+        ("episode", *labels),
+        tuple((row["episode"], *(str(row[label]) for label in labels)) for row in comparison.changed_verdicts),
+        key="changed-verdicts",
+        console_columns=(),
+        left=tuple(labels),
+    )
+    title = f"Episodes whose verdict differs ({comparison.changed_verdicts_total})"
+    return Section(title, (table,), key="changed-verdicts")
+
+
+def compare_blocks(comparison: Comparison) -> list[Block]:
+    """The comparison as report blocks: compare.md, compare.html and the terminal all draw these."""
+    blocks: list[Block] = [_runs_section(comparison)]
+    if comparable_rows(comparison):
+        blocks.append(_contrasts_section(comparison))
+    if comparison.changed_verdicts:
+        blocks.append(_changed_section(comparison))
+    return blocks
+
+
+def render_markdown(comparison: Comparison) -> str:
+    return "# simrun comparison\n\n" + markdown_blocks(compare_blocks(comparison))
+
+
+def render_console(comparison: Comparison) -> RenderableType | None:
+    """The headline: each metric's paired difference over all conditions, with its interval, as in compare.md."""
+    overall = [c for c in comparison.contrasts if c["condition"] == ALL]
+    if not comparable_rows(comparison) or not overall:
+        return None
+    headline = _contrasts_table(comparison, overall, pooled=True)
+    return console_blocks([headline, Note(f"bold: a finding. {_chance_note(comparison)}", console=True)])
+
+
+def comparable_rows(comparison: Comparison) -> bool:
+    return comparison.comparable and bool(comparison.contrasts)
 
 
 def render_html(comparison: Comparison) -> str:
-    parts = [_runs_section(comparison)]
-    if any(run["simulated"] for run in comparison.runs):
-        note = Markup(
-            "<strong>Simulated results.</strong> At least one run used simrun's <code>sim</code> provider, "
-            "a deterministic simulator, not a language model."
-        )
-        parts.insert(0, paragraph(note, css="sim-note"))
-    if comparable_rows(comparison):
-        parts.append(_contrasts_section(comparison))
-    if comparison.changed_verdicts:
-        labels = [run["label"] for run in comparison.runs]
-        parts.append(
-            section(
-                f"Episodes whose verdict differs ({comparison.changed_verdicts_total})",
-                table(
-                    ("episode", *labels),
-                    [[row["episode"], *(row[label] for label in labels)] for row in comparison.changed_verdicts],
-                    key="changed-verdicts",
-                ),
-                key="changed-verdicts",
-            )
-        )
-    return render_page(title="simrun comparison", header=None, body=Markup("").join(parts), nav=[])
-
-
-def _runs_section(comparison: Comparison) -> Markup:
-    runs = table(
-        ("run", "directory", "scenario", "kind", "scenario hash", "models", "seed", "status", "ok", "error"),
-        [
-            (
-                r["label"],
-                r["run"],
-                r["scenario"],
-                r["kind"],
-                r["scenario_hash"],
-                "; ".join(f"{k}: {v}" for k, v in r["models"].items() if v),
-                r["seed"],
-                r["status"],
-                r["ok"],
-                r["error"],
-            )
-            for r in comparison.runs
-        ],
-        key="runs",
-    )
-    css = "statement" if comparison.comparable else "statement not-comparable"
-    statements = Markup("").join(paragraph(s, css=css) for s in comparison.statements) or paragraph(
-        "The runs match episode for episode.", css="statement"
-    )
-    return section("Runs", runs, statements, key="runs")
-
-
-def _contrasts_section(comparison: Comparison) -> Markup:
-    labels = [run["label"] for run in comparison.runs]
-    rows = [
-        [
-            c["condition"],
-            c["metric"],
-            *(_mean(c["means"][label]) for label in labels),
-            _contrast_label(c),
-            format_effect(c),
-            format_p(c["p"]),
-            format_p(_family_p(c)),
-            c["n"],
-        ]
-        for c in comparison.contrasts
-    ]
-    return section(
-        f"Paired differences over {comparison.matched} matched episodes",
-        paragraph(
-            f"Per-episode differences (later run − {labels[0]}), matched by item, condition and replicate. "
-            f"|r| ≥ {MEANINGFUL_R:.2f} is practically meaningful; highlighted rows: findings after "
-            "the family's correction."
-        ),
-        paragraph(_chance_note(comparison)),
-        _forest(comparison),
-        table(
-            (
-                "condition",
-                "metric",
-                *(f"mean {label}" for label in labels),
-                "contrast",
-                "r [95% CI]",
-                "p",
-                "p (family, BH)",
-                "n",
-            ),
-            rows,
-            row_classes=["violation" if c["violation"] else "" for c in comparison.contrasts],
-            key="contrasts",
-        ),
-        key="contrasts",
-    )
+    body = html_blocks(compare_blocks(comparison))
+    return render_page(title="simrun comparison", header=None, body=body, nav=[])
 
 
 def write_comparison(paths: Sequence[Path], out: Path) -> Comparison:

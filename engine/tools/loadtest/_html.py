@@ -1,7 +1,8 @@
 """report.html of a load run: latency over time, histograms, throughput, errors and the validity gates.
 
-Built from the same blocks as the scenario reports (escaped tables, deterministic inline SVG), so the file is
-self-contained and rebuilds byte-identically from requests.csv and client_health.json.
+Built from the same report blocks as the scenario reports and drawn by their HTML renderer (escaped tables,
+deterministic inline SVG; the plots no other block draws are `Figure`s), so the file is self-contained and
+rebuilds byte-identically from requests.csv and client_health.json.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from markupsafe import Markup
 
-from engine.core._format import pct_or_none
-from engine.report._histogram import Bar, BarPanel, Histogram, histogram_html
+from engine.core._format import format_fixed, format_ms, format_pct, format_setting
+from engine.report._blocks import Block, BlockCell, Figure, Note, Section, Table
+from engine.report._histogram import Bar, BarPanel, Histogram
+from engine.report._html_blocks import html_blocks
 from engine.report._page import render_page
-from engine.report._svg import Cell, paragraph, plot, section, table
 from engine.report._svg_draw import FRAME, Axes, Box, Canvas, Legend, fit, legend_at, nice_ticks, split
-from engine.tools.loadtest._metrics import PERCENTILES, latency_table
 from engine.tools.loadtest._progress import load_phrase
 from engine.tools.loadtest._records import RequestRecord
-from engine.tools.loadtest._report import knee_text
+from engine.tools.loadtest._report import gates_blocks, knee_text, latency_numbers
 
 __all__ = ("render_load_html",)
 
@@ -48,25 +48,25 @@ def _verdict(summary: Mapping[str, Any]) -> str:
     return "NOT valid: see the validity gates below"
 
 
-def _facts(summary: Mapping[str, Any], config: Mapping[str, Any]) -> Markup:
-    rows: list[tuple[str, Cell]] = [
+def _facts(summary: Mapping[str, Any], config: Mapping[str, Any]) -> Section:
+    rows: tuple[tuple[str, BlockCell], ...] = (
         ("status", summary["status"]),
         ("verdict", _verdict(summary)),
         ("target", config["target"]),
         ("model", config["model"]),
         ("transport", config["transport"]),
         ("arrival", _arrival(config)),
-        ("turns · think time", f"{config['turns']} · {config['think_time_s']} s ({config['think']})"),
-        ("duration · warm-up · grace", f"{config['duration_s']} s · {config['warmup_s']} s · {config['grace_s']} s"),
-        ("streaming", config["stream"]),
+        ("turns · think time", f"{config['turns']} · {format_setting(config['think_time_s'])} s ({config['think']})"),
+        (
+            "duration · warm-up · grace",
+            " · ".join(f"{format_setting(config[k])} s" for k in ("duration_s", "warmup_s", "grace_s")),
+        ),
+        ("streaming", "yes" if config["stream"] else "no"),
         ("workers", config["workers"]),
         ("seed", config["seed"]),
-    ]
-    note = paragraph(
-        "The students are simrun's sim provider (free, deterministic); only the tutor endpoint is under test.",
-        css="note",
     )
-    return section("Run", table(("setting", "value"), rows), note, key="run")
+    note = Note("The students are simrun's sim provider (free, deterministic); only the tutor endpoint is under test.")
+    return Section("Run", (Table(("setting", "value"), rows, left=("value",)), note), key="run")
 
 
 def _arrival(config: Mapping[str, Any]) -> str:
@@ -74,21 +74,12 @@ def _arrival(config: Mapping[str, Any]) -> str:
         return f"closed loop, {config['concurrency']} conversations at once"
     sweep = config.get("sweep")
     if sweep:
-        return f"{config['arrival']}, sweep over {', '.join(f'{rate:g}' for rate in sweep['rates'])} conversations/s"
-    return f"{config['arrival']}, {config['rate']:g} conversations/s"
+        rates = ", ".join(format_setting(rate) for rate in sweep["rates"])
+        return f"{config['arrival']}, sweep over {rates} conversations/s"
+    return f"{config['arrival']}, {format_setting(config['rate'])} conversations/s"
 
 
-def _latency_numbers(step: Mapping[str, Any]) -> Markup:
-    columns = ("latency (ms)", "n", "mean", *(f"p{p}" for p in PERCENTILES), "max")
-    rows: list[list[Cell]] = [
-        [name, stats["n"], stats["mean"], *(stats[f"p{p}"] for p in PERCENTILES), stats["max"]]
-        for name, stats in latency_table(step)
-        if stats is not None
-    ]
-    return table(columns, rows, key="latency")
-
-
-def _over_time(step: Mapping[str, Any], key: str) -> Markup:
+def _over_time(step: Mapping[str, Any], key: str) -> Figure:
     timeline = step["timeline"]
     seconds = [float(row["second"]) for row in timeline]
     slo = _slo(step)
@@ -105,7 +96,7 @@ def _over_time(step: Mapping[str, Any], key: str) -> Markup:
     for name, label in (("ttft_ms", "TTFT SLO"), ("e2e_ms", "e2e SLO")):
         if name in slo:
             top.hline(slo[name], color=_RED, width=1.2, dash=_SLO_DASH)
-            legend.append(Legend(f"{label} {slo[name]:g} ms", _RED, width=1.2, dash=_SLO_DASH))
+            legend.append(Legend(f"{label} {format_setting(slo[name])} ms", _RED, width=1.2, dash=_SLO_DASH))
     top.frame()
     _value_axis(top)
     top.ylabel("ms")
@@ -123,13 +114,13 @@ def _over_time(step: Mapping[str, Any], key: str) -> Markup:
     bottom.ylabel("requests / s")
     bottom.xlabel("second of the run (by completion)")
     bottom.legend([Legend("completed", _BLUE, "rect"), Legend("errors", _RED, "rect")])
-    rows = [
-        (r["second"], r["completed"], r["errors"], r["output_tokens"], r["ttft_p50_ms"], r["e2e_p50_ms"],
-         r["e2e_p99_ms"])
+    rows = tuple(
+        (r["second"], r["completed"], r["errors"], r["output_tokens"], format_ms(r["ttft_p50_ms"]),
+         format_ms(r["e2e_p50_ms"]), format_ms(r["e2e_p99_ms"]))
         for r in timeline
-    ]  # fmt: skip
-    numbers = table(("s", "completed", "errors", "output tokens", "TTFT p50", "e2e p50", "e2e p99"), rows)
-    return plot(canvas, key=f"time-{key}", caption="Latency percentiles and throughput over time", numbers=numbers)
+    )  # fmt: skip
+    numbers = Table(("s", "completed", "errors", "output tokens", "TTFT p50", "e2e p50", "e2e p99"), rows)
+    return Figure(canvas, (numbers,), key=f"time-{key}", caption="Latency percentiles and throughput over time")
 
 
 def _histogram(canvas: Canvas, box: Box, values: Sequence[float], slo: float | None) -> Axes:
@@ -150,64 +141,43 @@ def _histogram(canvas: Canvas, box: Box, values: Sequence[float], slo: float | N
     return ax
 
 
-def _histograms(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> Markup:
+def _histograms(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> Figure:
     canvas = Canvas(540, 202)
     boxes = split(Box(0, 22, 530, 202 - 34), len(_HISTOGRAMS), gap=14, pads=[30.0] * len(_HISTOGRAMS))
-    counts: list[tuple[str, Cell]] = []
+    counts: list[tuple[str, int]] = []
     slo = _slo(step)
     for box, (metric, label, slo_name) in zip(boxes, _HISTOGRAMS, strict=True):
         values = [v * 1000 for row in rows if row.ok and not row.warmup and (v := getattr(row, metric)) is not None]
         ax = _histogram(canvas, box, values, slo.get(slo_name))
         if slo_name in slo:
-            label = f"{label} (SLO {slo[slo_name]:g} ms, dotted)"
+            label = f"{label} (SLO {format_setting(slo[slo_name])} ms, dotted)"
         ax.title(label, size=8)
         counts.append((label, len(values)))
-    numbers = table(("histogram", "requests"), counts)
-    return plot(canvas, key=f"hist-{key}", caption="Distributions over measured successful requests", numbers=numbers)
+    numbers = Table(("histogram", "requests"), tuple(counts))
+    caption = "Distributions over measured successful requests"
+    return Figure(canvas, (numbers,), key=f"hist-{key}", caption=caption)
 
 
-def _errors(step: Mapping[str, Any], key: str) -> Markup:
+def _errors(step: Mapping[str, Any], key: str) -> Block:
     errors = step["errors"]
     if not errors:
-        return paragraph("No errors.")
+        return Note("No errors.")
     panel = BarPanel(tuple(Bar(name, count) for name, count in errors.items()), "requests", horizontal=True,
                      color=_RED, error_color=_RED)  # fmt: skip
-    block = Histogram((panel,), (), key=f"errors-{key}", caption="Errors by type")
-    return histogram_html(block, table(("type", "count"), errors.items()))
+    counts = Table(("type", "count"), tuple(errors.items()))
+    return Histogram((panel,), (counts,), key=f"errors-{key}", caption="Errors by type")
 
 
-def _gates(step: Mapping[str, Any]) -> Markup:
-    gates = step["gates"]
-    rows = []
-    for name, check in gates["checks"].items():
-        details = ", ".join(
-            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in check.items() if k != "ok"
-        )
-        rows.append((name, check["ok"], details))
-    verdict = "valid" if gates["valid"] else "NOT valid"
-    classes = ["" if ok else "violation" for _, ok, _ in rows]
-    parts: list[Markup | str] = [table(("gate", "ok", "measured"), rows, row_classes=classes), f"Result: {verdict}."]
-    parts += [f"Note: {note}" for note in gates["notes"]]
-    return Markup("").join(part if isinstance(part, Markup) else paragraph(part) for part in parts)
-
-
-def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> Markup:
+def _step(step: Mapping[str, Any], rows: Sequence[RequestRecord], key: str) -> list[Block]:
     throughput, goodput, requests = step["throughput"], step["goodput"], step["requests"]
-    figures = table(
+    figures = Table(
         ("requests/s", "conversations/s", "output tokens/s", "goodput share", "goodput requests/s", "sent", "ok"),
-        [(throughput["requests_per_s"], throughput["conversations_per_s"], throughput["output_tokens_per_s"],
-          pct_or_none(goodput["share"]), goodput["requests_per_s"], requests["sent"], requests["ok"])],
+        ((*(format_fixed(throughput[k]) for k in ("requests_per_s", "conversations_per_s", "output_tokens_per_s")),
+          format_pct(goodput["share"]), format_fixed(goodput["requests_per_s"]), requests["sent"], requests["ok"]),),
     )  # fmt: skip
-    return Markup("").join(
-        [
-            figures,
-            _latency_numbers(step),
-            _over_time(step, key),
-            _histograms(step, rows, key),
-            _errors(step, key),
-            section("Validity gates", _gates(step), key=f"gates-{key}"),
-        ]
-    )
+    gates = Section("Validity gates", tuple(gates_blocks(step)), key=f"gates-{key}")
+    return [figures, latency_numbers(step), _over_time(step, key), _histograms(step, rows, key), _errors(step, key),
+            gates]  # fmt: skip
 
 
 def _sweep_plot(summary: Mapping[str, Any]) -> Canvas:
@@ -230,7 +200,7 @@ def _sweep_plot(summary: Mapping[str, Any]) -> Canvas:
             ax.marker(rate, value, color=_BLUE)
     if e2e_slo is not None:
         ax.hline(e2e_slo, color=_RED, width=1.2, dash=_SLO_DASH)
-        legend.append(Legend(f"e2e SLO {e2e_slo:g} ms", _RED, width=1.2, dash=_SLO_DASH))
+        legend.append(Legend(f"e2e SLO {format_setting(e2e_slo)} ms", _RED, width=1.2, dash=_SLO_DASH))
     if knee is not None:
         ax.vline(knee, color=_GREY, dash="5 3")
         legend.append(Legend("knee (last passing step)", _GREY, width=1.0, dash="5 3"))
@@ -252,30 +222,34 @@ def _sweep_plot(summary: Mapping[str, Any]) -> Canvas:
     return canvas
 
 
-def _sweep(summary: Mapping[str, Any]) -> Markup:
+def _sweep(summary: Mapping[str, Any]) -> Figure:
     steps, sweep = summary["steps"], summary["sweep"]
-    rows = [
-        (s["target_rate"], s["throughput"]["requests_per_s"], pct_or_none(s["goodput"]["share"]), s["gates"]["valid"])
+    rows = tuple(
+        (format_fixed(s["target_rate"]), format_fixed(s["throughput"]["requests_per_s"]),
+         format_pct(s["goodput"]["share"]), "yes" if s["gates"]["valid"] else "no")
         for s in steps
-    ]
-    numbers = table(("rate", "requests/s", "goodput share", "valid"), rows)
-    caption = f"Sweep: {knee_text(sweep)}"
-    return plot(_sweep_plot(summary), key="sweep", caption=caption, numbers=numbers)
+    )  # fmt: skip
+    numbers = Table(("rate", "requests/s", "goodput share", "valid"), rows)
+    return Figure(_sweep_plot(summary), (numbers,), key="sweep", caption=f"Sweep: {knee_text(sweep)}")
 
 
 def render_load_html(summary: Mapping[str, Any], config: Mapping[str, Any], rows: Sequence[RequestRecord]) -> str:
     """The whole page; deterministic for the same files."""
-    parts = [_facts(summary, config)]
+    blocks: list[Block] = [_facts(summary, config)]
     nav = [("sec-run", "run")]
     if "steps" in summary:
-        parts.append(section("Sweep", _sweep(summary), key="sweep"))
+        blocks.append(Section("Sweep", (_sweep(summary),), key="sweep"))
         nav.append(("sec-sweep", "sweep"))
         for index, step in enumerate(summary["steps"]):
             found = [row for row in rows if row.step == index]
-            parts.append(section(f"Step {index}: {load_phrase(step)}", _step(step, found, str(index)),
-                                 key=f"step-{index}"))  # fmt: skip
+            blocks.append(
+                Section(
+                    f"Step {index}: {load_phrase(step)}", tuple(_step(step, found, str(index))), key=f"step-{index}"
+                )
+            )
             nav.append((f"sec-step-{index}", f"step {index}"))
     else:
-        parts.append(section("Results", _step(summary, rows, "run"), key="results"))
+        blocks.append(Section("Results", tuple(_step(summary, rows, "run")), key="results"))
         nav.append(("sec-results", "results"))
-    return render_page(title=f"simrun load test: {summary['name']}", header=None, body=Markup("").join(parts), nav=nav)
+    body = html_blocks(blocks)
+    return render_page(title=f"simrun load test: {summary['name']}", header=None, body=body, nav=nav)

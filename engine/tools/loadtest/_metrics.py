@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.core._format import format_ms, format_pct
 from engine.tools.loadtest._config import LoadConfig
 from engine.tools.loadtest._generator import Health
 from engine.tools.loadtest._records import RequestRecord
@@ -103,13 +104,13 @@ def _client_notes(*, client_bound: bool, machine_late: bool, cpu: float, lag_p99
     notes = []
     if client_bound:
         notes.append(
-            f"the client was the bottleneck (its CPU {cpu:.0%} of a core, event-loop lag past its limit): add "
+            f"the client was the bottleneck (its CPU {format_pct(cpu)} of a core, event-loop lag past its limit): add "
             "workers, or raise gates.max_cpu / gates.loop_lag_p99_ms if this client is known to keep up"
         )
     if machine_late:
         notes.append(
-            f"the event loop ran late (lag p99 {lag_p99:,.0f} ms) while the client used only "
-            f"{cpu:.0%} of a core: other processes on this machine delayed it, not the client's own work; the "
+            f"the event loop ran late (lag p99 {format_ms(lag_p99, 0)} ms) while the client used only "
+            f"{format_pct(cpu)} of a core: other processes on this machine delayed it, not the client's own work; the "
             "results stand, and latencies from the schedule include that delay (gates.loop_lag_p99_ms tunes it)"
         )
     return notes

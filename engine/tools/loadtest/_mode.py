@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.core._format import format_count
 from engine.runtime._modes import RUN_MODES, RunMode
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def _render_console(summary: Mapping[str, Any]) -> RenderableType:
 def _outcome(manifest: Mapping[str, Any]) -> str:
     if manifest.get("unreachable"):
         return "target unreachable"
-    return f"{(manifest.get('counts') or {}).get('requests', 0):,} requests"
+    return f"{format_count((manifest.get('counts') or {}).get('requests', 0))} requests"
 
 
 LOAD_MODE = RunMode(

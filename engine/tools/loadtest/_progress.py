@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from engine.core._format import MISSING, format_count, format_fixed, format_ms, format_pct
+
 __all__ = ("ConsoleProgress", "LiveCounts", "ProgressSink", "load_label", "load_phrase", "step_line")
 
 TERMINAL_INTERVAL_S = 1.0
@@ -45,17 +47,17 @@ def load_label(step: Mapping[str, Any]) -> str:
     if step.get("concurrency") is not None:
         return f"{step['concurrency']} at once"
     rate = step.get("target_rate")
-    return "–" if rate is None else f"{rate:,.2f}/s"
+    return f"{format_fixed(rate)}/s" if rate is not None else MISSING
 
 
 def load_phrase(step: Mapping[str, Any]) -> str:
     if step.get("concurrency") is not None:
         return f"{step['concurrency']} conversations at once"
-    return f"{step['target_rate']:,.2f} conversations/s"
+    return f"{format_fixed(step['target_rate'])} conversations/s"
 
 
 def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f} ms"
+    return MISSING if value is None else f"{format_ms(value, 0)} ms"
 
 
 def step_line(index: int, total: int, step: Mapping[str, Any], *, passed: bool) -> str:
@@ -65,7 +67,8 @@ def step_line(index: int, total: int, step: Mapping[str, Any], *, passed: bool) 
     verdict = "passed" if passed else "FAILED: the sweep stops here"
     return (
         f"step {index + 1}/{total} · {load_phrase(step)}: "
-        f"{step['throughput']['requests_per_s']:,.2f} requests/s, goodput {step['goodput']['share']:.0%}, "
+        f"{format_fixed(step['throughput']['requests_per_s'])} requests/s, "
+        f"goodput {format_pct(step['goodput']['share'])}, "
         f"e2e p99 {_ms(e2e.get('p99'))}, {errors} error{'s' * (errors != 1)}, "
         f"gates {'valid' if step['gates']['valid'] else 'NOT valid'} → {verdict}"
     )
@@ -83,7 +86,8 @@ class ConsoleProgress:
         live.ttfts.clear()
         rate = (live.sent - sent_before) / span if span > 0 else 0.0
         return (
-            f"{label}{elapsed:,.0f} s · requests {live.sent:,} ({rate:,.1f}/s) · in flight {live.in_flight} · "
+            f"{label}{format_fixed(elapsed, 0)} s · requests {format_count(live.sent)} "
+            f"({format_fixed(rate, 1)}/s) · in flight {live.in_flight} · "
             f"errors {live.errors} · TTFT p50 {_ms(ttft)}"
         )
 

@@ -217,7 +217,7 @@ def test_fairness_section_draws_the_forest_and_the_two_by_two_panel() -> None:
     assert html.count('<tr class="violation">') == 1
     assert "<strong>+0.50 [+0.20, +0.70]</strong>" in html
     for value in ("0.1", "0.4", "0.15", "0.45"):
-        assert f"<td>{value}</td>" in html
+        assert f'<td class="num">{value}</td>' in html
 
 
 def test_view_serves_the_report_and_any_episode(crescendo_run: Path) -> None:

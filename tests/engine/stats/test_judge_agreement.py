@@ -3,6 +3,7 @@ map, clustered intervals that cover 0 on independent judges, and the key in ever
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,11 @@ from typing import Any
 import krippendorff
 import numpy as np
 import pytest
+from rich.console import Console
 from sklearn.metrics import cohen_kappa_score
 
-from engine import Judgment, load_scenario, run_sync
+from engine import SUMMARIZERS, Judgment, load_scenario, run_sync
+from engine.cli._show import print_tables
 from engine.stats._agreement import VotedUnit, judge_agreement, spec_labels, voted_units
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,12 +122,15 @@ TWO_JUDGES = (
             ["items.0.limit=1", "factors.dimension=[cognitive, epistemic]", TWO_JUDGES, "judge_votes=2"],
         ),
         ("casebench.yaml", ["design.tasks=[open]", "items.0.limit=1", TWO_JUDGES, "judge_votes=2"]),
+        ("fairness.yaml", ["limit=2", "student.max_turns=3", TWO_JUDGES, "judge_votes=2"]),
+        ("remath.yaml", ["limit=6", TWO_JUDGES, "judge_votes=2"]),
     ],
 )
 def test_every_kind_reports_agreement_between_its_judge_specs(
     tmp_path: Path, scenario: str, overrides: list[str]
 ) -> None:
-    """Two sim judges with different noise (0 and 30% flips) disagree measurably, in summary.json and report.md."""
+    """Two sim judges with different noise (0 and 30% flips) disagree measurably, in summary.json, and the section
+    shows in report.md, report.html and on the terminal for every kind."""
     result = run_sync(load_scenario(ROOT / "scenarios" / scenario, overrides=overrides), out=tmp_path)
     block = result.summary["judge_agreement"]
     assert block["judges"] == ["sim/judge #1 (error_rate=0.0)", "sim/judge #2 (error_rate=0.3)"]
@@ -132,6 +138,12 @@ def test_every_kind_reports_agreement_between_its_judge_specs(
     assert all(m["votes_per_judge"][block["judges"][1]] == m["units"] for m in block["metrics"])
     report = (result.run_dir / "report.md").read_text(encoding="utf-8")
     assert "## Agreement between judge models" in report
+    assert "| metric | level | units | α [95% CI] | pairwise κ [95% CI] |" in report
+    html = (result.run_dir / "report.html").read_text(encoding="utf-8")
+    assert html.count('id="sec-judge-agreement"') == 1 and 'id="tbl-judge-agreement"' in html
+    terminal = Console(file=io.StringIO(), width=200, record=True)
+    print_tables(terminal, result.summary, SUMMARIZERS.get(result.summary["run"]["kind"]))
+    assert "Agreement between judge models" in terminal.export_text()
 
 
 def test_confusion_statistics_match_agreement_on_one_sample() -> None:

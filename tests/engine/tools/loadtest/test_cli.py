@@ -59,7 +59,7 @@ def test_a_run_writes_summary_csv_report_and_manifest(server: LoopbackServer, tm
     assert html.count(b"<svg") == 2 and b"Validity gates" in html and b"No errors." in html  # over time, histograms
     assert b'src="http' not in html and b"<link" not in html  # self-contained
     share = pct_or_none(summary["goodput"]["share"])  # a percentage, as every report shows a share
-    assert share is not None and f"<td>{share}</td>".encode() in html
+    assert share is not None and f'<td class="num">{share}</td>'.encode() in html
     assert main(["report", str(run)]) == 0
     assert orjson.loads((run / "summary.json").read_bytes()) == summary  # rebuilt from the files alone
     assert (run / "report.html").read_bytes() == html
