@@ -13,7 +13,6 @@ from .core._errors import (
 from .core._format import (
     format_estimate,
     format_fixed,
-    format_interval,
     format_pct,
     format_points,
     format_rate,
@@ -22,7 +21,7 @@ from .core._format import (
     nanmean,
     pct_or_none,
 )
-from .core._inputs import load_yaml_file, parse_yaml, read_input_bytes
+from .core._inputs import load_yaml_file, read_input_bytes
 from .core._lazy import lazy_module
 from .core._records import EpisodeRecord, Judgment, Turn, Usage
 from .core._seeds import derive_seed
@@ -221,7 +220,6 @@ __all__ = [
     "format_effect",
     "format_estimate",
     "format_fixed",
-    "format_interval",
     "format_number",
     "format_p",
     "format_pct",

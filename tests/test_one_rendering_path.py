@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "judges", "agents", "personas")
 
 RENDERERS = {
@@ -49,8 +49,8 @@ REPORT_MODULES = (
     "engine/scenario/_budget.py",
     "engine/tools/loadtest/_metrics.py",
     "engine/tools/loadtest/_mode.py",
-    "engine/tools/_compare*.py",
-    "engine/tools/_calibrate*.py",
+    "engine/tools/compare/*.py",
+    "engine/tools/calibrate/*.py",
     "engine/tools/loadtest/_report.py",
     "engine/tools/loadtest/_html.py",
     "engine/tools/loadtest/_progress.py",
