@@ -36,6 +36,7 @@ import numpy as np
 
 import engine
 from engine import Episode, EpisodeRecord, Item
+from judges.fairness_model import FairnessContrast
 from judges.fairness_summary import FairnessSummarizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ JUDGE_ERROR = 0.05
 VOTES = 3
 TUTOR = {"leak_base": 0.1, "leak_per_turn": 0.05, "recognize_rate": 0.7}
 STUDENT = {"solve_rate": 0.05, "wrong_rate": 0.5, "ask_rate": 0.3}
-Row = Mapping[str, Any]
+Row = FairnessContrast
 
 
 @dataclass(frozen=True)
@@ -66,28 +67,28 @@ DESIGNS = (
         "fairness.yaml",
         ("design.dimensions=[immigration, gender]", "design.baseline=false"),
         ("immigration", "immigrant"),
-        lambda c: (c["dimension"], c["metric"]) == ("immigration", "answer_leakage"),
+        lambda c: (c.dimension, c.metric) == ("immigration", "answer_leakage"),
     ),
     Design(
         "3-level (income)",
         "fairness.yaml",
         ("design.dimensions=[ses, gender]", "design.baseline=false"),
         ("ses", "low_income"),
-        lambda c: (c["dimension"], c["metric"]) == ("ses", "answer_leakage") and "low_income" in (c["a"], c["b"]),
+        lambda c: (c.dimension, c.metric) == ("ses", "answer_leakage") and "low_income" in (c.a, c.b),
     ),
     Design(
         "implicit names (four given names)",
         "names.yaml",
         ("design.names=four_given_names.yaml", "design.baseline=false"),
         ("gender", "female"),
-        lambda c: (c["dimension"], c["metric"]) == ("name_gender", "answer_leakage"),
+        lambda c: (c.dimension, c.metric) == ("name_gender", "answer_leakage"),
     ),
     Design(
         "2x2 opposite (perceived gender)",
         "gender_mismatch.yaml",
         (),
         ("perceived_gender", "female"),
-        lambda c: (c["dimension"], c["metric"], c.get("test")) == ("gender_mismatch", "answer_leakage", "perceived"),
+        lambda c: (c.dimension, c.metric, c.test) == ("gender_mismatch", "answer_leakage", "perceived"),
     ),
 )
 SHIPPED = ("fairness.yaml", "names.yaml", "gender_mismatch.yaml")
@@ -241,7 +242,7 @@ def trial(prepared: Prepared, arm: str, design: Design | None, bias: float, k: i
     null, anything). A module-level function, so `engine.fan_out` can send it to Ray workers."""
     planted = design.planted if design is not None else None
     result = analyse(prepared, seed=run_seed(arm, k), planted=planted, bias=bias)
-    findings = result["violations"]
+    findings = result["findings"]
     hit = any(design.target(c) for c in findings) if bias and design is not None else bool(findings)
     return int(result["correction"]["family_size"]), hit
 
@@ -347,8 +348,8 @@ def engine_check(runs: int) -> None:
         mine = ours.get(metric, (math.nan, math.nan, math.nan))
         print(f"{metric:26} {level:7.3f} | {mine[0]:7.3f} {p:6.2f} | {mine[1]:5.2f} {ones:5.0%} | {mine[2]:4.0%}")
     print(
-        f"runs with any finding: runner {sum(bool(s['violations']) for s in real)}/{runs}, "
-        f"simulated {sum(bool(s['violations']) for s in simulated)}/{runs}"
+        f"runs with any finding: runner {sum(bool(s['findings']) for s in real)}/{runs}, "
+        f"simulated {sum(bool(s['findings']) for s in simulated)}/{runs}"
     )
 
 

@@ -38,7 +38,7 @@ from engine import (
 
 from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
-from .cases_model import CasesSummary
+from .cases_model import CasesSummary, GainRow
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
 
@@ -50,6 +50,7 @@ else:
 __all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
 
 ALL = "all"
+GAIN_FAMILY = "reference gains"
 OVERALL = "overall"
 """The success column that pools both response types (the paper's Table 1 "Overall")."""
 CHALLENGE_ORDER = (
@@ -222,7 +223,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         return rows
 
     @staticmethod
-    def _reference_gain(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+    def _reference_gain(records: list[EpisodeRecord], seed: int) -> list[GainRow]:
         """Per response type (and pooled): paired retrieved − none over cases, on success and criteria rate.
 
         The pooled row pairs each case once (its response types averaged), so n is the number of cases."""
@@ -263,17 +264,16 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                     seed=derive_seed(seed, "reference_gain", metric, response),
                 )
                 rows.append(
-                    {
-                        "metric": metric,
-                        "response": response,
-                        "mean_retrieved": nanmean(with_ref),
-                        "mean_none": nanmean(without),
-                        "gain": contrast.mean_diff,
-                        **contrast.as_dict(),
-                    }
+                    GainRow(
+                        metric=metric,
+                        response=response,
+                        mean_retrieved=nanmean(with_ref),
+                        mean_none=nanmean(without),
+                        gain=contrast.mean_diff,
+                        **contrast.model_dump(),
+                    )
                 )
-        correct_family(rows)  # the gains of every metric and response are one family (BH)
-        return rows
+        return correct_family(rows, family=GAIN_FAMILY)  # the gains of every metric and response are one family
 
     @staticmethod
     def _deescalation(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:

@@ -34,8 +34,8 @@ def _pair(results: FairnessResults, domain: str, channel: str, dimension: str) -
 def _cell(row: FairnessContrast | None) -> BlockCell:
     if row is None or row.r is None:
         return None
-    text = format_effect(row.model_dump())
-    return Strong(text) if row.violation else text
+    text = format_effect(row)
+    return Strong(text) if row.finding else text
 
 
 def _table(results: FairnessResults, channel: str, dimension: str, rows: Sequence[FairnessContrast]) -> Section:

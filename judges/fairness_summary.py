@@ -134,17 +134,16 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
                 cell = [r for r in pool if r.condition.get("channel", "") == channel]
                 tested += self._cell(cell, scores, (domain, channel), seed, means, null_cells, analysis, n_boot)
         correction = correct(tested, analysis, n_boot)
-        contrasts = [t.row for t in tested]
         draws = null_draws(null_cells, seed=seed, draws=self.null_draws, derive=derive_seed)
-        mark_contrasts(contrasts, null_cells, draws)
+        contrasts = mark_contrasts([t.row for t in tested], null_cells, draws)
         agreement = metric_agreement(ok)
-        violations = [c for c in contrasts if c["violation"]]
+        findings = [c for c in contrasts if c.finding]
         return {
             "tutor": manifest.get("models", {}).get("tutor"),
             "correction": correction,
             "contrasts": contrasts,
-            "violations": violations,
-            "mechanisms": mechanisms(violations, agreement),
+            "findings": findings,
+            "mechanisms": mechanisms(findings, agreement),
             "metric_agreement": agreement,
             "means": means,
             "mean_abs_r": mean_abs_r(contrasts, draws),
@@ -189,11 +188,9 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
                         "levels": {level: nanmean(v) for level, v in columns.items()},
                     }
                 )
-                base = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
+                cell_keys = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
                 cell_seed = derive_seed(seed, domain, channel, dimension, metric)
-                for test in contrasts_of(group, columns, levels, cell_seed, analysis, n_boot):
-                    test.row = {**base, **test.row}
-                    found.append(test)
+                found += contrasts_of(group, columns, levels, cell_keys, cell_seed, analysis, n_boot)
         return found
 
     @staticmethod

@@ -40,7 +40,7 @@ from engine import (
 from .protocols import remath_protocol
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
-from .remath_model import RemathSummary
+from .remath_model import Contrast, RemathSummary
 from .remath_pairings import pairings
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
@@ -58,6 +58,7 @@ GIVEN_ORDER = ("human", "none", "error", "strategy", "both", "predicted")
 _TASK_LABELS = {"error": ("error",), "strategy": ("strategy", "intention")}
 _TASK_OF = {"error": ("error",), "strategy": ("strategy",), "intention": ("strategy",)}
 _SCORES = (*PAIRWISE_DIMENSIONS, "overall")
+DIFFERENCES_FAMILY = "Task C differences"
 
 
 def mean_interval(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -202,10 +203,8 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
         return rows
 
     @staticmethod
-    def _differences(
-        columns: Mapping[str, Mapping[str, list[float]]], givens: list[str], seed: int
-    ) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
+    def _differences(columns: Mapping[str, Mapping[str, list[float]]], givens: list[str], seed: int) -> list[Contrast]:
+        found: list[Contrast] = []
         if len(givens) < 2:
             return found
         for metric in ("preference", "overall"):
@@ -213,9 +212,9 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             cell_seed = derive_seed(seed, "remath", metric)
             # later conditions first, so a positive r reads "more information helps"
             later_first = {g: cols[g] for g in reversed(givens)}
-            found += [{"metric": metric, **row} for row in contrast_rows(later_first, seed=cell_seed)]
-        correct_family(found)  # every paired test of the table is one family: findings follow its BH p
-        return found
+            found += [Contrast(metric=metric, **row.model_dump()) for row in contrast_rows(later_first, seed=cell_seed)]
+        # every paired test of the table is one family: findings follow its BH p
+        return correct_family(found, family=DIFFERENCES_FAMILY)
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         """Tasks A/B: which labels matched the expert's; Task C: whether the judge preferred the reply."""

@@ -5,7 +5,7 @@ Every renderer reads the same `Comparison`, so the three agree on which contrast
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from engine.report._page import render_page
 from engine.report._svg import paragraph, section, table
 from engine.stats._families import format_effect, format_p
 from engine.stats._paired import MEANINGFUL_R
-from engine.tools._compare import ALL, FAMILY_Q, Comparison, compare_runs
+from engine.tools._compare import ALL, FAMILY_Q, CompareContrast, Comparison, compare_runs
 
 __all__ = ("comparable_rows", "render_console", "render_html", "render_markdown", "write_comparison")
 
@@ -29,20 +29,19 @@ def _mean(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
-def _contrast_label(c: Mapping[str, Any]) -> str:
-    return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
+def _contrast_label(c: CompareContrast) -> str:
+    return f"Friedman: {c.a}" if c.test == "friedman" else f"{c.a} − {c.b}"
 
 
-def _family_p(c: Mapping[str, Any]) -> float | None:
+def _family_p(c: CompareContrast) -> float | None:
     """A tested contrast's p adjusted over the whole family; an omnibus row shows its own p."""
-    value = c.get("p_family")
-    return float(value) if value is not None else c.get("p")
+    return c.p_family if c.p_family is not None else c.p
 
 
 def _chance_note(comparison: Comparison) -> str:
     """What the flags mean: one family over every metric × condition × pair, Benjamini–Hochberg adjusted."""
-    tested = sum(1 for c in comparison.contrasts if c.get("p_family") is not None)
-    flagged = sum(1 for c in comparison.contrasts if c["violation"])
+    tested = sum(1 for c in comparison.contrasts if c.p_family is not None)
+    flagged = sum(1 for c in comparison.contrasts if c.finding)
     return (
         f"{tested} contrasts with an interval were tested as one family; {flagged} are findings "
         f"(Benjamini–Hochberg adjusted p ≤ {FAMILY_Q:g}). If the runs did not differ, the chance of any finding "
@@ -84,11 +83,11 @@ def render_markdown(comparison: Comparison) -> str:
     ]
     for c in comparison.contrasts:
         effect = format_effect(c)
-        means = " | ".join(_mean(c["means"][label]) for label in labels)
+        means = " | ".join(_mean(c.means[label]) for label in labels)
         lines.append(
-            f"| {c['condition']} | {c['metric']} | {means} | {_contrast_label(c)} | "
-            f"{f'**{effect}**' if c['violation'] else effect} | {format_p(c['p'])} | "
-            f"{format_p(_family_p(c))} | {c['n']} |"
+            f"| {c.condition} | {c.metric} | {means} | {_contrast_label(c)} | "
+            f"{f'**{effect}**' if c.finding else effect} | {format_p(c.p)} | "
+            f"{format_p(_family_p(c))} | {c.n} |"
         )
     if comparison.changed_verdicts_total:
         lines += [
@@ -105,7 +104,7 @@ def render_markdown(comparison: Comparison) -> str:
 
 def render_console(comparison: Comparison) -> Table | None:
     """The headline: each metric's paired difference over all conditions, with its interval, as in compare.md."""
-    overall = [c for c in comparison.contrasts if c["condition"] == ALL]
+    overall = [c for c in comparison.contrasts if c.condition == ALL]
     if not comparable_rows(comparison) or not overall:
         return None
     labels = [run["label"] for run in comparison.runs]
@@ -114,9 +113,9 @@ def render_console(comparison: Comparison) -> Table | None:
         table.add_column(column, justify="left" if column in ("metric", "contrast", "r [95% CI]") else "right")
     for c in overall:
         table.add_row(
-            *map(Text, (c["metric"], *(_mean(c["means"][label]) for label in labels), _contrast_label(c))),
-            Text(format_effect(c), style="bold" if c["violation"] else ""),
-            *map(Text, (format_p(_family_p(c)), str(c["n"]))),
+            *map(Text, (c.metric, *(_mean(c.means[label]) for label in labels), _contrast_label(c))),
+            Text(format_effect(c), style="bold" if c.finding else ""),
+            *map(Text, (format_p(_family_p(c)), str(c.n))),
         )
     table.caption = f"bold: a finding. {_chance_note(comparison)}"
     return table
@@ -127,12 +126,12 @@ def comparable_rows(comparison: Comparison) -> bool:
 
 
 def _forest(comparison: Comparison) -> Markup:
-    overall = [c for c in comparison.contrasts if c["condition"] == ALL and c["r"] is not None]
+    overall = [c for c in comparison.contrasts if c.condition == ALL and c.r is not None]
     if not overall:
         return paragraph("No pooled contrast had an interval to plot (see the table).")
-    dots = tuple(Dot(c["r"], c["ci_low"], c["ci_high"], highlight=bool(c["violation"])) for c in overall)
+    dots = tuple(Dot(c.r, c.ci_low, c.ci_high, highlight=bool(c.finding)) for c in overall)
     panel = DotPanel(
-        tuple(f"{c['metric']} · {c['a']} − {c['b']}" for c in overall),
+        tuple(f"{c.metric} · {c.a} − {c.b}" for c in overall),
         (DotSeries("r", dots),),
         xlabel="rank-biserial r with 95% bootstrap CI (red: a finding after correction)",
         xlim=(-1.05, 1.05),
@@ -197,16 +196,16 @@ def _runs_section(comparison: Comparison) -> Markup:
 
 def _contrasts_section(comparison: Comparison) -> Markup:
     labels = [run["label"] for run in comparison.runs]
-    rows = [
+    rows: list[list[Any]] = [
         [
-            c["condition"],
-            c["metric"],
-            *(_mean(c["means"][label]) for label in labels),
+            c.condition,
+            c.metric,
+            *(_mean(c.means[label]) for label in labels),
             _contrast_label(c),
             format_effect(c),
-            format_p(c["p"]),
+            format_p(c.p),
             format_p(_family_p(c)),
-            c["n"],
+            c.n,
         ]
         for c in comparison.contrasts
     ]
@@ -231,7 +230,7 @@ def _contrasts_section(comparison: Comparison) -> Markup:
                 "n",
             ),
             rows,
-            row_classes=["violation" if c["violation"] else "" for c in comparison.contrasts],
+            row_classes=["violation" if c.finding else "" for c in comparison.contrasts],
             key="contrasts",
         ),
         key="contrasts",
