@@ -375,7 +375,9 @@ def _vs_chance(case_rates: Sequence[float], chance: float | None) -> float | Non
 def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> dict[str, Any]:
     """Pooled 0/1 rate over cases, each case a cluster of its replies (replicates, response types, MCQs)."""
     cases = sorted(by_case)
-    return clustered_rate([int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed).as_dict()
+    return clustered_rate(
+        [int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed
+    ).model_dump()
 
 
 def _mean(values: Sequence[float]) -> float:

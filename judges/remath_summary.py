@@ -259,4 +259,4 @@ def _rate_per_item(outcomes: Sequence[tuple[str, bool]], seed: int) -> dict[str,
         by_item[item].append(outcome)
     events = [sum(values) for values in by_item.values()]
     trials = [len(values) for values in by_item.values()]
-    return clustered_rate(events, trials, seed=seed).as_dict()
+    return clustered_rate(events, trials, seed=seed).model_dump()
