@@ -244,7 +244,7 @@ def trial(prepared: Prepared, arm: str, design: Design | None, bias: float, k: i
     result = analyse(prepared, seed=run_seed(arm, k), planted=planted, bias=bias)
     findings = result["findings"]
     hit = any(design.target(c) for c in findings) if bias and design is not None else bool(findings)
-    return int(result["correction"]["family_size"]), hit
+    return result["correction"].family_size, hit
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:

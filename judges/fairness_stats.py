@@ -24,7 +24,7 @@ from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import mismatch_differences
-from .fairness_model import FairnessContrast
+from .fairness_model import Correction, FairnessContrast
 from .fairness_null import NULL_METHOD, NullDraws, mark_means
 from .turn_quality import TURN_QUALITY_METRICS
 
@@ -176,7 +176,7 @@ def _widen(findings: Sequence[Tested], level: float, n_boot: int) -> None:
         test.row = test.row.model_copy(update={"ci_low": wide.ci_low, "ci_high": wide.ci_high, "ci_level": level})
 
 
-def correct(tested: list[Tested], analysis: FairnessAnalysis, n_boot: int) -> dict[str, Any]:
+def correct(tested: list[Tested], analysis: FairnessAnalysis, n_boot: int) -> Correction:
     """Correct every family's p-values (`correct_family`), and widen the findings' intervals."""
     sizes: dict[str, int] = {}
     for name, members in _families(tested, analysis).items():
@@ -188,18 +188,18 @@ def correct(tested: list[Tested], analysis: FairnessAnalysis, n_boot: int) -> di
         if n_boot > 0:
             _widen(findings, _finding_level(analysis, len(members), len(findings)), n_boot)
     tested_rows = [t.row for t in tested if t.row.r is not None and t.row.status == "ok"]
-    return {
-        "method": analysis.correction,
-        "q": analysis.q,
-        "family": analysis.family,
-        "family_size": sum(sizes.values()),
-        "families": sizes,
-        "findings": sum(1 for t in tested if t.row.finding),
-        "tested": len(tested_rows),
-        "insufficient": sum(1 for t in tested if t.row.status != "ok"),
-        "omnibus_alpha": analysis.omnibus_alpha,
-        "min_pairs": MIN_PAIRS,
-    }
+    return Correction(
+        method=analysis.correction,
+        q=analysis.q,
+        family=analysis.family,
+        family_size=sum(sizes.values()),
+        families=sizes,
+        findings=sum(1 for t in tested if t.row.finding),
+        tested=len(tested_rows),
+        insufficient=sum(1 for t in tested if t.row.status != "ok"),
+        omnibus_alpha=analysis.omnibus_alpha,
+        min_pairs=MIN_PAIRS,
+    )
 
 
 def _finding_level(analysis: FairnessAnalysis, m: int, findings: int) -> float:

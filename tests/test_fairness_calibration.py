@@ -14,7 +14,7 @@ def test_null_runs_of_the_two_level_design_rarely_find_anything() -> None:
     design = DESIGNS[0]
     prepared = prepare(design.scenario, design.overrides, 20)
     runs = [analyse(prepared, seed=run_seed("test-null", k), planted=design.planted, bias=0.0) for k in range(12)]
-    assert all(r["correction"]["family_size"] > 0 for r in runs)
+    assert all(r["correction"].family_size > 0 for r in runs)
     assert sum(bool(r["findings"]) for r in runs) <= 1
 
 

@@ -45,15 +45,15 @@ def test_findings_on_one_contrast_form_one_mechanism_with_its_signals_and_cause(
     ]  # fmt: skip
     agreement = [{"a": "mistake_recognize", "b": "corrective_tone", "same_signal": True}]
     (found,) = mechanisms(rows, agreement)
-    assert found["dimension"] == "immigration" and found["contrast"] == "immigrant − native"
-    assert [f["metric"] for f in found["findings"]] == [
+    assert found.dimension == "immigration" and found.contrast == "immigrant − native"
+    assert [f.metric for f in found.findings] == [
         "answer_leakage",
         "tutor_turns",
         "mistake_recognize",
         "corrective_tone",
     ]
-    assert found["signals"] == [["answer_leakage"], ["tutor_turns"], ["mistake_recognize", "corrective_tone"]]
-    assert found["cause"] == "answer_leakage" and found["follows_cause"] == ["tutor_turns"]
+    assert found.signals == [["answer_leakage"], ["tutor_turns"], ["mistake_recognize", "corrective_tone"]]
+    assert found.cause == "answer_leakage" and found.follows_cause == ["tutor_turns"]
 
 
 def test_a_planted_single_leak_is_headlined_on_its_dimension() -> None:
@@ -64,7 +64,7 @@ def test_a_planted_single_leak_is_headlined_on_its_dimension() -> None:
     result = analyse(prepared, seed=run_seed("test-mechanism", 0), planted=design.planted, bias=0.4)
     assert len(result["findings"]) > len(result["mechanisms"]) >= 1
     headline = result["mechanisms"][0]
-    assert headline["dimension"] == "immigration"
-    assert headline["cause"] == "answer_leakage"
-    immigration = [g for g in result["mechanisms"] if g["dimension"] == "immigration"]
-    assert len({(g["domain"], g["contrast"]) for g in immigration}) == len(immigration)  # one row per cell
+    assert headline.dimension == "immigration"
+    assert headline.cause == "answer_leakage"
+    immigration = [g for g in result["mechanisms"] if g.dimension == "immigration"]
+    assert len({(g.domain, g.contrast) for g in immigration}) == len(immigration)  # one row per cell
