@@ -32,7 +32,7 @@ from engine import (
 )
 
 from .remath_metrics import AUTOMATED_METRICS
-from .remath_model import Condition, Contrast, LabelAgreement, MeanInterval, RemathResults, SummaryRate
+from .remath_model import Condition, LabelAgreement, MeanInterval, RemathResults, SummaryRate, TaskCDifference
 from .remath_pairings import pairing_blocks
 
 __all__ = ("SCORES", "remath_blocks")
@@ -233,17 +233,17 @@ def _bias_and_leak(rows: Sequence[Condition]) -> list[Block]:
     ]
 
 
-def _mean_difference(c: Contrast) -> str | None:
+def _mean_difference(c: TaskCDifference) -> str | None:
     """The mean difference, flagged where it points the other way from r (the test's direction)."""
     shown = _num(c.mean_diff)
     return shown if shown is None or not c.direction_disagrees else f"{shown} (sign differs from r)"
 
 
-def _contrast(c: Contrast) -> str:
+def _contrast(c: TaskCDifference) -> str:
     return f"Friedman: {c.a}" if c.test == "friedman" else f"{c.a} − {c.b}"
 
 
-def _differences(rows: Sequence[Contrast]) -> list[Block]:
+def _differences(rows: Sequence[TaskCDifference]) -> list[Block]:
     if not rows:
         return [Note("Fewer than two Task C conditions: nothing to compare.")]
     size = sum(c.tested for c in rows)

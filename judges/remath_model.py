@@ -10,13 +10,13 @@ __all__ = (
     "AnnotatorAgreement",
     "AutomatedRow",
     "Condition",
-    "Contrast",
     "HumanAgreement",
     "LabelAgreement",
     "MeanInterval",
     "RemathResults",
     "RemathSummary",
     "SummaryRate",
+    "TaskCDifference",
 )
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -114,7 +114,7 @@ class AutomatedRow(BaseModel):
         return found
 
 
-class Contrast(ContrastRow):
+class TaskCDifference(ContrastRow):
     """A paired difference of Task C (`engine.stats` `contrast_rows`), on one metric."""
 
     metric: str
@@ -133,7 +133,7 @@ class RemathResults(BaseModel):
     tutor: str | list[str] | None
     agreement: list[LabelAgreement]
     conditions: list[Condition]
-    differences: list[Contrast]
+    differences: list[TaskCDifference]
     automated: list[AutomatedRow]
     against: list[str]
     items: int

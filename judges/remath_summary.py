@@ -40,7 +40,7 @@ from engine import (
 from .protocols import remath_protocol
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
-from .remath_model import Contrast, RemathSummary
+from .remath_model import RemathSummary, TaskCDifference
 from .remath_pairings import pairings
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
@@ -203,8 +203,10 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
         return rows
 
     @staticmethod
-    def _differences(columns: Mapping[str, Mapping[str, list[float]]], givens: list[str], seed: int) -> list[Contrast]:
-        found: list[Contrast] = []
+    def _differences(
+        columns: Mapping[str, Mapping[str, list[float]]], givens: list[str], seed: int
+    ) -> list[TaskCDifference]:
+        found: list[TaskCDifference] = []
         if len(givens) < 2:
             return found
         for metric in ("preference", "overall"):
@@ -212,7 +214,9 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             cell_seed = derive_seed(seed, "remath", metric)
             # later conditions first, so a positive r reads "more information helps"
             later_first = {g: cols[g] for g in reversed(givens)}
-            found += [Contrast(metric=metric, **row.model_dump()) for row in contrast_rows(later_first, seed=cell_seed)]
+            found += [
+                TaskCDifference(metric=metric, **row.model_dump()) for row in contrast_rows(later_first, seed=cell_seed)
+            ]
         # every paired test of the table is one family: findings follow its BH p
         return correct_family(found, family=DIFFERENCES_FAMILY)
 
