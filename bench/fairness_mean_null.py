@@ -87,9 +87,9 @@ def main() -> None:
                 means += len(found)
                 observed += sum(ref["observed"] for _, ref in found)
                 null_mean += sum(ref["null_mean"] for _, ref in found)
-                rows = [c for c in summary["contrasts"] if c["r"] is not None]
+                rows = [c for c in summary["contrasts"] if c.r is not None]
                 contrasts += len(rows)
-                meaningful += sum(bool(c["meaningful"]) for c in rows)
+                meaningful += sum(c.meaningful for c in rows)
                 if (k + 1) % args.progress == 0 and k + 1 < args.seeds:
                     print(f"  after {k + 1} seeds: runs marking any mean {share(any_exceeds, k + 1)}", flush=True)
             arm = "no bias" if bias == 0 else f"leak bias +{bias:g} on {PLANTED[1]}"
