@@ -51,8 +51,7 @@ def one_run(prepared: Any, seed: int, bias: float, draws: int) -> dict[str, Any]
         hit = demographic.get(PLANTED[0]) == PLANTED[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))
     manifest = {"seed": seed, "scenario": scenario.resolved()}
-    summary: dict[str, Any] = FairnessSummarizer(intervals=False, null_draws=draws).results(records, manifest)
-    return summary
+    return FairnessSummarizer(intervals=False, null_draws=draws).results(records, manifest).model_dump()
 
 
 def main() -> None:
@@ -87,9 +86,9 @@ def main() -> None:
                 means += len(found)
                 observed += sum(ref["observed"] for _, ref in found)
                 null_mean += sum(ref["null_mean"] for _, ref in found)
-                rows = [c for c in summary["contrasts"] if c.r is not None]
+                rows = [c for c in summary["contrasts"] if c["r"] is not None]
                 contrasts += len(rows)
-                meaningful += sum(c.meaningful for c in rows)
+                meaningful += sum(bool(c["meaningful"]) for c in rows)
                 if (k + 1) % args.progress == 0 and k + 1 < args.seeds:
                     print(f"  after {k + 1} seeds: runs marking any mean {share(any_exceeds, k + 1)}", flush=True)
             arm = "no bias" if bias == 0 else f"leak bias +{bias:g} on {PLANTED[1]}"

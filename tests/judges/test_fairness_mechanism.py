@@ -62,9 +62,9 @@ def test_a_planted_single_leak_is_headlined_on_its_dimension() -> None:
     design = DESIGNS[0]
     prepared = prepare(design.scenario, design.overrides, 50)
     result = analyse(prepared, seed=run_seed("test-mechanism", 0), planted=design.planted, bias=0.4)
-    assert len(result["findings"]) > len(result["mechanisms"]) >= 1
-    headline = result["mechanisms"][0]
+    assert len(result.findings) > len(result.mechanisms) >= 1
+    headline = result.mechanisms[0]
     assert headline.dimension == "immigration"
     assert headline.cause == "answer_leakage"
-    immigration = [g for g in result["mechanisms"] if g.dimension == "immigration"]
+    immigration = [g for g in result.mechanisms if g.dimension == "immigration"]
     assert len({(g.domain, g.contrast) for g in immigration}) == len(immigration)  # one row per cell
