@@ -38,7 +38,17 @@ from engine import (
 
 from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
-from .cases_model import CasesSummary, GainRow
+from .cases_model import (
+    CasesResults,
+    CasesSummary,
+    CriteriaRow,
+    DeescalationRow,
+    DiversityRow,
+    GainRow,
+    McqRow,
+    RecoveryRow,
+    SuccessRow,
+)
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
 
@@ -102,10 +112,11 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
     """What a study of several tutors ranks them by (engine.report._models)."""
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
-        return CasesSummary.model_validate(self.results(records, manifest))
+        return CasesSummary(cases=self.results(records, manifest))
 
-    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
-        """The "cases" part of summary.json as plain data, before it is typed."""
+    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesResults:
+        """The "cases" part of summary.json; the reference gains are typed as they are built, the other tables'
+        rows where they are gathered here."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         skipped: dict[str, int] = defaultdict(int)
@@ -116,20 +127,20 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         open_records = [r for r in scored if r.metrics.get("task") == "open"]
         interactive = [r for r in scored if r.metrics.get("task") == "interactive"]
         mcq = [r for r in scored if r.metrics.get("task") in ("mcq4", "binary")]
-        return {
-            "cases": {
-                "tutor": manifest.get("models", {}).get("tutor"),
-                "challenge_types": _order({_challenge(r) for r in ok}),
-                "success": self._success(open_records, seed),
-                "criteria": self._criteria(open_records, seed),
-                "mcq": self._mcq(mcq, seed),
-                "reference_gain": self._reference_gain(open_records, seed),
-                "deescalation": self._deescalation(interactive, seed),
-                "diversity": self._diversity(open_records),
-                "case_recovery": case_recovery(open_records, lambda r: open_scores(r)[2]),
-                "skipped": dict(sorted(skipped.items())),
-            }
-        }
+        return CasesResults(
+            tutor=manifest.get("models", {}).get("tutor"),
+            challenge_types=_order({_challenge(r) for r in ok}),
+            success=[SuccessRow.model_validate(row) for row in self._success(open_records, seed)],
+            criteria=[CriteriaRow.model_validate(row) for row in self._criteria(open_records, seed)],
+            mcq=[McqRow.model_validate(row) for row in self._mcq(mcq, seed)],
+            reference_gain=self._reference_gain(open_records, seed),
+            deescalation=[DeescalationRow.model_validate(row) for row in self._deescalation(interactive, seed)],
+            diversity=[DiversityRow.model_validate(row) for row in self._diversity(open_records)],
+            case_recovery=[
+                RecoveryRow.model_validate(row) for row in case_recovery(open_records, lambda r: open_scores(r)[2])
+            ],
+            skipped=dict(sorted(skipped.items())),
+        )
 
     @staticmethod
     def _success(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:

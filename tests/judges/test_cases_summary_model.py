@@ -35,7 +35,7 @@ def written(run: RunDir) -> dict[str, Any]:
 
 def test_the_summary_types_without_changing_a_key(run: RunDir, written: dict[str, Any]) -> None:
     records, manifest = list(run.iter_records()), run.read_manifest()
-    untyped = as_json(CasesSummarizer().results(records, manifest))
+    untyped = {"cases": as_json(CasesSummarizer().results(records, manifest))}
     typed = CasesSummarizer().summarize(records, manifest)
     assert orjson.dumps(typed.model_dump(mode="json")) == orjson.dumps(untyped)  # same keys, same order
     assert list(written) == ["run", "cases", "judge_agreement", "judging", "provenance", "sequential"]
