@@ -69,7 +69,8 @@ def test_two_runs_get_paired_contrasts_equal_to_engine_paired(runs: dict[str, Pa
     family = {"p_family", "family", "family_method"}
     assert row.model_dump(include=set(ContrastRow.model_fields) - family) == expected.model_dump(exclude=family)
     assert row.family == "comparison" and row.family_method == "bh"
-    assert row.r is not None and row.r > 0 and row.means["B"] > row.means["A"]
+    mean_a, mean_b = row.means["A"], row.means["B"]
+    assert row.r is not None and row.r > 0 and mean_a is not None and mean_b is not None and mean_b > mean_a
 
 
 def test_same_scenario_twice_is_said_to_be_the_same_measurement(runs: dict[str, Path]) -> None:
