@@ -123,16 +123,16 @@ class Agreement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     n: int
-    accuracy: float | None
-    kappa: float | None
-    kappa_quadratic: float | None
-    alpha_nominal: float | None
-    alpha_ordinal: float | None
-    macro_f1: float | None
+    accuracy: float | None = None
+    kappa: float | None = None
+    kappa_quadratic: float | None = None
+    alpha_nominal: float | None = None
+    alpha_ordinal: float | None = None
+    macro_f1: float | None = None
     labels: tuple[str, ...]
     confusion: tuple[tuple[int, ...], ...]
-    entropy_reference: float | None
-    entropy_rater: float | None
+    entropy_reference: float | None = None
+    entropy_rater: float | None = None
 
     intervals: dict[str, AgreementBounds] = {}
 
@@ -169,19 +169,7 @@ def agreement(
     labels = tuple(order)
     if not pairs:
         empty = tuple(tuple(0 for _ in labels) for _ in labels)
-        return Agreement(
-            n=0,
-            accuracy=None,
-            kappa=None,
-            kappa_quadratic=None,
-            alpha_nominal=None,
-            alpha_ordinal=None,
-            macro_f1=None,
-            labels=labels,
-            confusion=empty,
-            entropy_reference=None,
-            entropy_rater=None,
-        )
+        return Agreement(n=0, labels=labels, confusion=empty)
     from sklearn.metrics import confusion_matrix, f1_score
 
     matrix = confusion_matrix(a, b, labels=list(labels))
