@@ -136,7 +136,7 @@ def _cell_null(draws: Mapping[str, FloatArray], test: str | None = None) -> Floa
 def _reference(observed: float | None, null: FloatArray | None) -> dict[str, Any] | None:
     if observed is None or null is None:
         return None
-    found = null_reference(observed, null).as_dict()
+    found = null_reference(observed, null).model_dump()
     found["resolves_meaningful"] = found["null_high"] < MEANINGFUL_R
     found["meaningful"] = found["resolves_meaningful"] and observed >= MEANINGFUL_R
     return found
