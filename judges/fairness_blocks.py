@@ -66,9 +66,12 @@ def _general(value: float | None) -> str | None:
     return None if value is None else f"{value:.3g}"
 
 
-def _effect(c: FairnessContrast) -> BlockCell:
+def _effect(c: FairnessContrast, *, with_p: bool = False) -> BlockCell:
+    """r with its interval; bold for a finding, with the p that decided it where no column of the table has it."""
     effect = format_effect(c)
-    return Strong(effect) if c.finding else effect
+    if not c.finding:
+        return effect
+    return Strong(f"{effect}, p (family) {format_p(c.p_family)}" if with_p else effect)
 
 
 def _name(c: FairnessContrast) -> str:
@@ -407,7 +410,9 @@ def _forest(rows: Sequence[FairnessContrast], correction: Correction, key: str, 
     return [forest]
 
 
-def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans], key: str) -> list[Block]:
+def _mismatch_panel(
+    rows: Sequence[FairnessContrast], means: Sequence[LevelMeans], key: str, correction: Correction
+) -> list[Block]:
     """The 2×2 of stated × perceived gender per metric, and its five contrasts."""
     cell_means = {m.metric: m.levels for m in means}
     levels = sorted({part for m in means for level in m.levels for part in level.split("/")})
@@ -423,7 +428,7 @@ def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans
     body: list[tuple[BlockCell, ...]] = []
     for metric in metrics:
         found = by_metric.get(metric, {})
-        effects = tuple(None if name not in found else _effect(found[name]) for name in MISMATCH_CONTRASTS)
+        effects = tuple(None if name not in found else _effect(found[name], with_p=True) for name in MISMATCH_CONTRASTS)
         body.append((metric, *(_general(cell_means[metric].get(f"{s}/{p}")) for s, p in cells), *effects))
     numbers = Table(
         ("metric", *(f"{s} / told {p}" for s, p in cells), *(f"{name} r [95% CI]" for name in MISMATCH_CONTRASTS)),
@@ -446,7 +451,8 @@ def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans
         key=f"mismatch-{key}",
         caption=f"Mean score per cell: rows are the gender the student states, columns the gender the tutor is "
         f"told. matched = {first}/{first} − {second}/{second}; mismatched = {first}/{second} − {second}/{first}; "
-        "perceived and stated are the main effects; bold marks a finding.",
+        "perceived and stated are the main effects; bold marks a finding, with the p (family) that decided it: "
+        + _decided(correction),
     )
     return [grid]
 
@@ -458,7 +464,7 @@ def _dimension(data: FairnessResults, rows: Sequence[FairnessContrast], where: t
     blocks = _forest(ordered, data.correction, tag, f"{dimension} ({channel} cues, domain {domain})")
     if any(c.test in MISMATCH_CONTRASTS for c in ordered):
         means = [m for m in data.means if (m.domain, m.channel, m.dimension) == where]
-        blocks += _mismatch_panel(ordered, means, tag)
+        blocks += _mismatch_panel(ordered, means, tag, data.correction)
     title = f"Forest plot: {dimension} · {_design(channel, [dimension])} · domain {domain}"
     return Section(title, tuple(blocks), key=f"forest-{tag}", provenance=_cell_provenance(domain, [dimension]))
 

@@ -142,7 +142,11 @@ def test_the_pivot_shows_one_pair_per_cell_with_desirability_marks() -> None:
     assert pivot.columns[1:3] == ("mistake_recognize ↑", "answer_leakage ↓")
     rows = {row[0]: row for row in pivot.rows}
     assert list(rows) == ["all", "algebra", "optics"]
-    assert str(rows["all"][2]) == "Strong(text='+0.60 [+0.40, +0.80]')" and rows["all"][6] == "0.600"
+    finding = data["contrasts"][2]
+    assert finding["finding"] and finding["p_family"] is not None  # the bold cell carries the p that decided it
+    expected = f"+0.60 [+0.40, +0.80], p (family) {finding['p_family']:.3f}"
+    assert str(rows["all"][2]) == f"Strong(text='{expected}')" and rows["all"][6] == "0.600"
+    assert "Benjamini–Hochberg over" in pivot.caption
     assert rows["optics"][2] == "-0.10 [-0.30, +0.10]" and rows["optics"][1] is None
     (section,) = [b for b in blocks if isinstance(b, Section) and b.key == "pivot"]
     assert section.provenance == "EduFair Tables 9–12"
