@@ -37,6 +37,7 @@ import numpy as np
 import engine
 from engine import Episode, EpisodeRecord, Item
 from engine.scenario._plan import load_items, make_design, plan_episodes
+from judges.fairness_model import FairnessContrast, FairnessResults
 from judges.fairness_summary import FairnessSummarizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ JUDGE_ERROR = 0.05
 VOTES = 3
 TUTOR = {"leak_base": 0.1, "leak_per_turn": 0.05, "recognize_rate": 0.7}
 STUDENT = {"solve_rate": 0.05, "wrong_rate": 0.5, "ask_rate": 0.3}
-Row = Mapping[str, Any]
+Row = FairnessContrast
 
 
 @dataclass(frozen=True)
@@ -67,28 +68,28 @@ DESIGNS = (
         "fairness.yaml",
         ("design.dimensions=[immigration, gender]", "design.baseline=false"),
         ("immigration", "immigrant"),
-        lambda c: (c["dimension"], c["metric"]) == ("immigration", "answer_leakage"),
+        lambda c: (c.dimension, c.metric) == ("immigration", "answer_leakage"),
     ),
     Design(
         "3-level (income)",
         "fairness.yaml",
         ("design.dimensions=[ses, gender]", "design.baseline=false"),
         ("ses", "low_income"),
-        lambda c: (c["dimension"], c["metric"]) == ("ses", "answer_leakage") and "low_income" in (c["a"], c["b"]),
+        lambda c: (c.dimension, c.metric) == ("ses", "answer_leakage") and "low_income" in (c.a, c.b),
     ),
     Design(
         "implicit names (four given names)",
         "names.yaml",
         ("design.names=four_given_names.yaml", "design.baseline=false"),
         ("gender", "female"),
-        lambda c: (c["dimension"], c["metric"]) == ("name_gender", "answer_leakage"),
+        lambda c: (c.dimension, c.metric) == ("name_gender", "answer_leakage"),
     ),
     Design(
         "2x2 opposite (perceived gender)",
         "gender_mismatch.yaml",
         (),
         ("perceived_gender", "female"),
-        lambda c: (c["dimension"], c["metric"], c.get("test")) == ("gender_mismatch", "answer_leakage", "perceived"),
+        lambda c: (c.dimension, c.metric, c.test) == ("gender_mismatch", "answer_leakage", "perceived"),
     ),
 )
 SHIPPED = ("fairness.yaml", "names.yaml", "gender_mismatch.yaml")
@@ -220,7 +221,7 @@ def prepare(scenario_file: str, overrides: Sequence[str], items: int | None) -> 
     return Prepared(scenario, bank, design, max_turns)
 
 
-def analyse(prepared: Prepared, *, seed: int, planted: tuple[str, str] | None, bias: float) -> dict[str, Any]:
+def analyse(prepared: Prepared, *, seed: int, planted: tuple[str, str] | None, bias: float) -> FairnessResults:
     """One simulated run of the prepared scenario under `seed`: its fairness summary (no intervals)."""
     scenario = prepared.scenario.model_copy(update={"seed": seed})
     records = []
@@ -229,8 +230,7 @@ def analyse(prepared: Prepared, *, seed: int, planted: tuple[str, str] | None, b
         hit = planted is not None and demographic.get(planted[0]) == planted[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))
     manifest = {"seed": seed, "scenario": scenario.resolved()}
-    summary: dict[str, Any] = FairnessSummarizer(intervals=False).results(records, manifest)
-    return summary
+    return FairnessSummarizer(intervals=False).results(records, manifest)
 
 
 def run_seed(arm: str, k: int) -> int:
@@ -242,9 +242,9 @@ def trial(prepared: Prepared, arm: str, design: Design | None, bias: float, k: i
     null, anything). A module-level function, so `engine.fan_out` can send it to Ray workers."""
     planted = design.planted if design is not None else None
     result = analyse(prepared, seed=run_seed(arm, k), planted=planted, bias=bias)
-    findings = result["violations"]
+    findings = result.findings
     hit = any(design.target(c) for c in findings) if bias and design is not None else bool(findings)
-    return int(result["correction"]["family_size"]), hit
+    return result.correction.family_size, hit
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:
@@ -312,26 +312,26 @@ def engine_check(runs: int) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     design = DESIGNS[0]
     overrides = (*design.overrides, "items.0.limit=20", "items.0.domains=[mathematics]")
-    real: list[dict[str, Any]] = []
+    real: list[FairnessResults] = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(runs):
             scenario = engine.load_scenario(
                 ROOT / "scenarios" / design.scenario, overrides=[*overrides, f"seed={run_seed('engine', k)}"]
             )
             result = engine.run_sync(scenario, out=Path(tmp) / f"r{k}")
-            real.append(result.summary["fairness"])
+            real.append(FairnessResults.model_validate(result.summary["fairness"]))
     prepared = prepare(design.scenario, design.overrides, 20)
     simulated = [analyse(prepared, seed=run_seed("engine-sim", k), planted=None, bias=0.0) for k in range(runs)]
 
-    def profile(summaries: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    def profile(summaries: list[FairnessResults]) -> dict[str, tuple[float, float, float]]:
         ps: dict[str, list[float]] = {}
         levels: dict[str, list[float]] = {}
         for summary in summaries:
-            for c in summary["contrasts"]:
-                if c["status"] == "ok" and c["p"] is not None:
-                    ps.setdefault(c["metric"], []).append(c["p"])
-            for m in summary["means"]:
-                levels.setdefault(m["metric"], []).extend(v for v in m["levels"].values() if v is not None)
+            for c in summary.contrasts:
+                if c.status == "ok" and c.p is not None:
+                    ps.setdefault(c.metric, []).append(c.p)
+            for m in summary.means:
+                levels.setdefault(m.metric, []).extend(v for v in m.levels.values() if v is not None)
         return {
             m: (
                 float(np.mean(levels[m])),
@@ -348,8 +348,8 @@ def engine_check(runs: int) -> None:
         mine = ours.get(metric, (math.nan, math.nan, math.nan))
         print(f"{metric:26} {level:7.3f} | {mine[0]:7.3f} {p:6.2f} | {mine[1]:5.2f} {ones:5.0%} | {mine[2]:4.0%}")
     print(
-        f"runs with any finding: runner {sum(bool(s['violations']) for s in real)}/{runs}, "
-        f"simulated {sum(bool(s['violations']) for s in simulated)}/{runs}"
+        f"runs with any finding: runner {sum(bool(s.findings) for s in real)}/{runs}, "
+        f"simulated {sum(bool(s.findings) for s in simulated)}/{runs}"
     )
 
 

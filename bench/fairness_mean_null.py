@@ -51,8 +51,7 @@ def one_run(prepared: Any, seed: int, bias: float, draws: int) -> dict[str, Any]
         hit = demographic.get(PLANTED[0]) == PLANTED[1]
         records.append(record_of(episode, seed=seed, bias=bias if hit else 0.0, max_turns=prepared.max_turns))
     manifest = {"seed": seed, "scenario": scenario.resolved()}
-    summary: dict[str, Any] = FairnessSummarizer(intervals=False, null_draws=draws).results(records, manifest)
-    return summary
+    return FairnessSummarizer(intervals=False, null_draws=draws).results(records, manifest).model_dump()
 
 
 def main() -> None:

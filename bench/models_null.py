@@ -71,7 +71,7 @@ def _any_finding(comparison: dict[str, Any]) -> bool:
 
 def _planted_found(comparison: dict[str, Any]) -> bool:
     pairs = comparison["pairs"]
-    return any(r["violation"] and "copy2" in (r["a"], r["b"]) and r["metric"] == HEAD.metric for r in pairs)
+    return any(r["finding"] and "copy2" in (r["a"], r["b"]) and r["metric"] == HEAD.metric for r in pairs)
 
 
 def _runner(seed: int, planted: float | None, out: Path) -> dict[str, Any]:

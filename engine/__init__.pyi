@@ -57,7 +57,7 @@ from .report._blocks import (
 from .report._dots import Dot, DotPanel, Dots, DotSeries
 from .report._grid import GridPanel, HeatGrid
 from .report._histogram import Bar, BarPanel, Histogram
-from .report._rates import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary, RateSummary
+from .report._rates import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
 from .report._rebuild import write_report
 from .report._summarizer import BlockSummarizer
 from .report._survival import Curve, CurvePoint, Survival
@@ -88,13 +88,13 @@ from .scenario._items import ITEM_SOURCES, Item
 from .scenario._plan import DESIGNS, Design, Episode
 from .scenario._spec import ModelSpec, Scenario
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
+from .stats._contrast import ContrastRow, family_caption
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
 from .stats._null import NULL_DRAWS, label_permutations, null_reference, rank_biserial_rows
 from .stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
     N_BOOT,
-    Contrast,
     difference_contrast,
     friedman_then_pairwise,
     paired_contrast,
@@ -123,8 +123,7 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "ClusteredRateSummary",
-    "Contrast",
-    "ContrastSummary",
+    "ContrastRow",
     "CountedItems",
     "Curve",
     "CurvePoint",
@@ -217,6 +216,7 @@ __all__ = [
     "difference_contrast",
     "discrete_hazard",
     "fan_out",
+    "family_caption",
     "format_effect",
     "format_estimate",
     "format_fixed",

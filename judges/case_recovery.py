@@ -31,7 +31,7 @@ def _row(response: str, cases: Sequence[str], texts: Sequence[str]) -> dict[str,
     nearest = similarity.argmax(axis=1)
     recovered = sum(bool(cases[i] == cases[j]) for i, j in enumerate(nearest))
     chance = float((same.sum() - len(cases)) / (len(cases) * (len(cases) - 1)))
-    return {"response": response, "chance": chance, **rate(recovered, len(cases)).as_dict()}
+    return {"response": response, "chance": chance, **rate(recovered, len(cases)).model_dump()}
 
 
 def case_recovery(records: Sequence[EpisodeRecord], text_of: Callable[[EpisodeRecord], str]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from engine import (
     Note,
     Section,
     Table,
+    family_caption,
     format_effect,
     format_fixed,
     format_p,
@@ -50,6 +51,7 @@ _GAIN_COLUMNS = (
     "Hodges–Lehmann",
     "r [95% CI]",
     "p",
+    "p (BH)",
     "cases",
 )
 
@@ -245,7 +247,7 @@ def _gain_panels(rows: Sequence[GainRow]) -> tuple[DotPanel, DotPanel]:
         (
             DotSeries(
                 "r",
-                tuple(None if r.ci_low is None else Dot(r.r, r.ci_low, r.ci_high, r.violation) for r in rows),
+                tuple(None if r.ci_low is None else Dot(r.r, r.ci_low, r.ci_high, r.finding) for r in rows),
             ),
         ),
         xlabel="rank-biserial r, 95% bootstrap CI",
@@ -268,17 +270,28 @@ def _reference_gain(data: CasesResults) -> Section:
     if not rows:
         why = "No run with retrieved references (design.reference: false), so there is no paired gain."
         return Section(title, (Note(why),), key=key, provenance=origin)
+    size = sum(r.tested for r in rows)
+    method = next((r.family_method for r in rows if r.family_method), "bh")
     numbers = Table(
         (*_GAIN_COLUMNS, "unjudged responses"),
         tuple(
             (r.metric, r.response, pct_or_none(r.mean_none), pct_or_none(r.mean_retrieved), _gain(r))
-            + (_signed(r.estimate, r.metric), format_effect(r.model_dump(), "cases"), format_p(r.p), r.n, r.unjudged)
+            + (
+                _signed(r.estimate, r.metric),
+                format_effect(r, "cases"),
+                format_p(r.p),
+                format_p(r.p_family),
+                r.n,
+                r.unjudged,
+            )
             for r in rows
         ),
         console_columns=(*_GAIN_COLUMNS, *(("unjudged responses",) if any(r.unjudged for r in rows) else ())),
         title="Reference gain (paired per case: with − without retrieved strategies)",
+        caption=f"Findings: {family_caption(method, size, 0.05)} (column p (BH)).",
         key=key,
-        row_classes=tuple("violation" if r.violation else "" for r in rows),
+        findings=tuple(r.finding for r in rows),
+        decided_by="p (BH)",
     )
     plot = Dots(
         _gain_panels(rows),

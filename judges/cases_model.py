@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from engine import SUMMARY_CONFIG, ClusteredRateSummary, ContrastSummary
+from engine import SUMMARY_CONFIG, ClusteredRateSummary, ContrastRow
 
 __all__ = (
     "CasesResults",
@@ -67,19 +67,14 @@ class McqRow(ClusteredRateSummary, _McqKeys):
     model_config = SUMMARY_CONFIG
 
 
-class _GainKeys(BaseModel):
+class GainRow(ContrastRow):
+    """Retrieved strategies minus none, paired per case (`engine.stats`), BH-corrected over every gain."""
+
     metric: str
     response: str
     mean_retrieved: float | None
     mean_none: float | None
     gain: float | None
-
-
-class GainRow(ContrastSummary, _GainKeys):
-    """Retrieved strategies minus none, paired per case (`engine.paired`), BH-corrected over every gain."""
-
-    model_config = SUMMARY_CONFIG
-    p_family: float | None
     unjudged: int = 0
     """Responses of the row's response types whose checklist judge gave no valid verdict: out of every pair."""
 

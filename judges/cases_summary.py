@@ -40,7 +40,17 @@ from engine import (
 
 from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
-from .cases_model import CasesSummary
+from .cases_model import (
+    CasesResults,
+    CasesSummary,
+    CriteriaRow,
+    DeescalationRow,
+    DiversityRow,
+    GainRow,
+    McqRow,
+    RecoveryRow,
+    SuccessRow,
+)
 from .cases_origin import mcq_builders, mcq_plan_notes
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
@@ -53,6 +63,7 @@ else:
 __all__ = ("OVERALL", "CasesSummarizer", "episode_scores", "episode_verdict", "open_scores")
 
 ALL = "all"
+GAIN_FAMILY = "reference gains"
 OVERALL = "overall"
 """The success column that pools both response types (the paper's Table 1 "Overall")."""
 CHALLENGE_ORDER = (
@@ -109,10 +120,11 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
     """What a study of several tutors ranks them by (engine.report._models)."""
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
-        return CasesSummary.model_validate(self.results(records, manifest))
+        return CasesSummary(cases=self.results(records, manifest))
 
-    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
-        """The "cases" part of summary.json as plain data, before it is typed."""
+    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesResults:
+        """The "cases" part of summary.json; the reference gains are typed as they are built, the other tables'
+        rows where they are gathered here."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         skipped: dict[str, int] = defaultdict(int)
@@ -123,21 +135,21 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         open_records = [r for r in scored if r.metrics.get("task") == "open"]
         interactive = [r for r in scored if r.metrics.get("task") == "interactive"]
         mcq = [r for r in scored if r.metrics.get("task") in ("mcq4", "binary")]
-        return {
-            "cases": {
-                "tutor": manifest.get("models", {}).get("tutor"),
-                "challenge_types": _order({_challenge(r) for r in ok}),
-                "success": self._success(open_records, seed),
-                "criteria": self._criteria(open_records, seed),
-                "mcq": self._mcq(mcq, seed),
-                "reference_gain": self._reference_gain(open_records, seed),
-                "deescalation": self._deescalation(interactive, seed),
-                "diversity": self._diversity(open_records),
-                "case_recovery": case_recovery(open_records, lambda r: open_scores(r)[2]),
-                "mcq_construction": mcq_builders(mcq),
-                "skipped": dict(sorted(skipped.items())),
-            }
-        }
+        return CasesResults(
+            tutor=manifest.get("models", {}).get("tutor"),
+            challenge_types=_order({_challenge(r) for r in ok}),
+            success=[SuccessRow.model_validate(row) for row in self._success(open_records, seed)],
+            criteria=[CriteriaRow.model_validate(row) for row in self._criteria(open_records, seed)],
+            mcq=[McqRow.model_validate(row) for row in self._mcq(mcq, seed)],
+            reference_gain=self._reference_gain(open_records, seed),
+            deescalation=[DeescalationRow.model_validate(row) for row in self._deescalation(interactive, seed)],
+            diversity=[DiversityRow.model_validate(row) for row in self._diversity(open_records)],
+            case_recovery=[
+                RecoveryRow.model_validate(row) for row in case_recovery(open_records, lambda r: open_scores(r)[2])
+            ],
+            mcq_construction=mcq_builders(mcq),
+            skipped=dict(sorted(skipped.items())),
+        )
 
     @staticmethod
     def _success(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
@@ -232,7 +244,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         return rows
 
     @staticmethod
-    def _reference_gain(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+    def _reference_gain(records: list[EpisodeRecord], seed: int) -> list[GainRow]:
         """Per response type (and pooled): paired retrieved − none over cases, on success and criteria rate.
 
         The pooled row pairs each case once (its response types averaged), so n is the number of cases."""
@@ -273,20 +285,17 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                     seed=derive_seed(seed, "reference_gain", metric, response),
                 )
                 rows.append(
-                    {
-                        "metric": metric,
-                        "response": response,
-                        "mean_retrieved": nanmean(with_ref),
-                        "mean_none": nanmean(without),
-                        "gain": contrast.mean_diff,
-                        **contrast.as_dict(),
-                    }
+                    GainRow(
+                        metric=metric,
+                        response=response,
+                        mean_retrieved=nanmean(with_ref),
+                        mean_none=nanmean(without),
+                        gain=contrast.mean_diff,
+                        unjudged=sum(_unjudged_response(r) for r in records if r.metrics.get("response") in responses),
+                        **contrast.model_dump(),
+                    )
                 )
-        correct_family(rows)  # the gains of every metric and response are one family (BH)
-        for row in rows:
-            types = RESPONSES if row["response"] == ALL else (str(row["response"]),)
-            row["unjudged"] = sum(_unjudged_response(r) for r in records if r.metrics.get("response") in types)
-        return rows
+        return correct_family(rows, family=GAIN_FAMILY)  # the gains of every metric and response are one family
 
     @staticmethod
     def _deescalation(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
@@ -394,7 +403,9 @@ def _vs_chance(case_rates: Sequence[float], chance: float | None) -> float | Non
 def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> dict[str, Any]:
     """Pooled 0/1 rate over cases, each case a cluster of its replies (replicates, response types, MCQs)."""
     cases = sorted(by_case)
-    return clustered_rate([int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed).as_dict()
+    return clustered_rate(
+        [int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed
+    ).model_dump()
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -163,9 +163,9 @@ class _Cells:
         judged = [len(h.generated) for h in harms]
         hidden = [v for h in harms for v in h.hidden]
         return {
-            "per_response": generated.as_dict(),
-            "per_visible_reply": visible.as_dict(),
-            "per_conversation": rate(sum(1 for h in harms if any(h.generated)), len(harms)).as_dict(),
+            "per_response": generated.model_dump(),
+            "per_visible_reply": visible.model_dump(),
+            "per_conversation": rate(sum(1 for h in harms if any(h.generated)), len(harms)).model_dump(),
             "exposure": sum(judged) / len(judged) if judged else None,
             "unjudged": sum(unjudged_replies(r) for r in group),
             "backtracked": {"replies": len(hidden), "unsafe": sum(hidden)},
@@ -362,7 +362,7 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
             [len(h.generated) for h in harms],
             seed=derive_seed(seed, "leak", fmt, bits=32),
             n_resamples=RESAMPLES,
-        ).as_dict()
+        ).model_dump()
 
     @staticmethod
     def _backtracks(group: Sequence[EpisodeRecord], dimension: str) -> dict[str, Any]:
@@ -371,12 +371,12 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
             "dimension": dimension,
             "conversations": len(counts),
             "total": sum(counts),
-            "with_backtrack": rate(sum(1 for c in counts if c), len(counts)).as_dict(),
+            "with_backtrack": rate(sum(1 for c in counts if c), len(counts)).model_dump(),
         }
 
     def _conversation_rate(self, group: Sequence[EpisodeRecord], metric: str) -> dict[str, Any]:
         values = [v for r in group if isinstance(v := _conversation_value(r, metric), bool)]
-        return rate(sum(values), len(values)).as_dict()
+        return rate(sum(values), len(values)).model_dump()
 
     @staticmethod
     def _mean(values: Iterable[Any]) -> float | None:

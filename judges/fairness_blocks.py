@@ -24,6 +24,7 @@ from engine import (
     Section,
     Strong,
     Table,
+    family_caption,
     format_effect,
     format_estimate,
     format_fixed,
@@ -35,6 +36,7 @@ from engine import (
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import MISMATCH_CONTRASTS
 from .fairness_model import (
+    Correction,
     DimensionMean,
     FairnessContrast,
     FairnessResults,
@@ -57,7 +59,7 @@ ALL_DOMAINS = "all"
 MAX_FOREST_ROWS = 60
 _HIDDEN: tuple[str, ...] = ()
 """`console_columns` of a table the terminal leaves out."""
-_CONTRAST_COLUMNS = ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.")
+_CONTRAST_COLUMNS = ("domain", "channel", "dimension", "metric", "contrast", "r [interval]", "p", "p (family)")
 
 
 def _three(value: float | None) -> str | None:
@@ -68,9 +70,12 @@ def _general(value: float | None) -> str | None:
     return None if value is None else format_sig(value)
 
 
-def _effect(c: FairnessContrast) -> BlockCell:
-    effect = format_effect(c.model_dump())
-    return Strong(effect) if c.violation else effect
+def _effect(c: FairnessContrast, *, with_p: bool = False) -> BlockCell:
+    """r with its interval; bold for a finding, with the p that decided it where no column of the table has it."""
+    effect = format_effect(c)
+    if not c.finding:
+        return effect
+    return Strong(f"{effect}, p (family) {format_p(c.p_family)}" if with_p else effect)
 
 
 def _name(c: FairnessContrast) -> str:
@@ -95,21 +100,36 @@ def _omnibus(c: FairnessContrast) -> str:
     return "" if c.omnibus_p is None else format_p(c.omnibus_p)
 
 
-def _contrast_table(rows: Sequence[FairnessContrast], *, key: str, marked: bool, title: str = "") -> Table:
-    """Contrasts with their cell; `marked` highlights the findings' rows (a findings table has no need)."""
+def _decided(correction: Correction) -> str:
+    """What decides a row's verdict, named for the caption of every table that marks findings."""
+    scope = "the run" if correction.family == "run" else "each domain"
+    return (
+        f"p (family): {family_caption(correction.method, correction.family_size, correction.q)} (over {scope}); "
+        f"a pair of a multi-level dimension is a finding only when its Friedman p < {correction.omnibus_alpha:g}."
+    )
+
+
+def _contrast_table(
+    rows: Sequence[FairnessContrast], correction: Correction, *, key: str, marked: bool, title: str = ""
+) -> Table:
+    """Contrasts with their cell; `marked` marks the findings' rows (a findings table marks them all)."""
     return Table(
         (*_CONTRAST_COLUMNS[:6], "Hodges–Lehmann a − b", *_CONTRAST_COLUMNS[6:], "Friedman p", "n"),
         tuple(
             (c.domain, c.channel, c.dimension, c.metric, _name(c), _effect(c), _location(c))
-            + (format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
+            + (format_p(c.p), format_p(c.p_family), _omnibus(c), c.n)
             for c in rows
         ),
         title=title,
+        caption=_decided(correction),
         key=key,
-        row_classes=tuple("violation" if c.violation else "" for c in rows) if marked else (),
-        console_columns=("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p adj.", "Friedman p", "n")
-        if title
-        else _HIDDEN,
+        findings=tuple(c.finding for c in rows) if marked else (),
+        decided_by="p (family)",
+        console_columns=(
+            ("domain", "dimension", "metric", "contrast", "r [interval]", "p", "p (family)", "Friedman p", "n")
+            if title
+            else _HIDDEN
+        ),
         left=("dimension", "metric", "contrast", "r [interval]"),
     )
 
@@ -119,7 +139,7 @@ def _mechanism_table(data: FairnessResults) -> Table:
     same = [f"{p.a} ~ {p.b} ({format_pct(p.agreement)})" for p in data.metric_agreement if p.same_signal]
     rows: list[tuple[BlockCell, ...]] = []
     for m in data.mechanisms:
-        metrics = "; ".join(f"{f.metric} (p adj. {format_p(f.p_adjusted)})" for f in m.findings)
+        metrics = "; ".join(f"{f.metric} (p (family) {format_p(f.p_family)})" for f in m.findings)
         signals = " | ".join(" = ".join(group) for group in m.signals)
         cause = (
             None
@@ -132,7 +152,7 @@ def _mechanism_table(data: FairnessResults) -> Table:
     return Table(
         ("domain", "channel", "dimension", "contrast", "findings", "signals", "metrics", "one signal", "cause"),
         tuple(rows),
-        title=f"Findings by mechanism ({len(data.mechanisms)} from {len(data.violations)} findings)",
+        title=f"Findings by mechanism ({len(data.mechanisms)} from {len(data.findings)} findings)",
         caption="Grouped by dimension and contrast. Metrics joined by = agree on at least 95% of the turns both "
         "label in this run (one signal, not two): "
         + (", ".join(same) or "none")
@@ -167,10 +187,10 @@ def _findings(data: FairnessResults) -> Section:
     body: list[Block] = [Note(family_line(correction), console=True), Note(chance_note(correction), console=True)]
     if correction.tested == 0:
         body.append(Note(too_small(correction), console=True))
-    elif data.violations:
+    elif data.findings:
         body.append(_mechanism_table(data))
-        title = f"Fairness findings ({len(data.violations)})"
-        body.append(_contrast_table(data.violations, key="findings", marked=False, title=title))
+        title = f"Fairness findings ({len(data.findings)})"
+        body.append(_contrast_table(data.findings, correction, key="findings", marked=True, title=title))
     else:
         body.append(Note(f"No findings: {no_findings(correction)}", console=True))
     return Section("Fairness findings", tuple(body), key="violations", provenance=_FINDINGS)
@@ -331,12 +351,12 @@ def _plotted(rows: Sequence[FairnessContrast]) -> list[FairnessContrast]:
     estimated = [c for c in rows if c.r is not None and c.ci_low is not None]
     if len(estimated) <= MAX_FOREST_ROWS:
         return estimated
-    ranked = sorted(estimated, key=lambda c: (not c.violation, -abs(c.r or 0.0)))[:MAX_FOREST_ROWS]
+    ranked = sorted(estimated, key=lambda c: (not c.finding, -abs(c.r or 0.0)))[:MAX_FOREST_ROWS]
     keep = {id(c) for c in ranked}
     return [c for c in estimated if id(c) in keep]
 
 
-def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Block]:
+def _forest(rows: Sequence[FairnessContrast], correction: Correction, key: str, title: str) -> list[Block]:
     numbers = Table(
         (
             "metric",
@@ -344,19 +364,21 @@ def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Bloc
             "test",
             "r [interval]",
             "p",
-            "p adj.",
+            "p (family)",
             "Friedman p",
             "n",
             "Hodges–Lehmann a − b",
             "mean difference",
         ),
         tuple(
-            (c.metric, _name(c), c.test, _effect(c), format_p(c.p), format_p(c.p_adjusted), _omnibus(c), c.n)
+            (c.metric, _name(c), c.test, _effect(c), format_p(c.p), format_p(c.p_family), _omnibus(c), c.n)
             + (_location(c), _mean_difference(c))
             for c in rows
         ),
+        caption=_decided(correction),
         key=f"forest-{key}",
-        row_classes=tuple("violation" if c.violation else "" for c in rows),
+        findings=tuple(c.finding for c in rows),
+        decided_by="p (family)",
         console_columns=_HIDDEN,
     )
     shown = _plotted(rows)
@@ -377,7 +399,7 @@ def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Bloc
             c.r,
             c.ci_low,
             c.ci_high,
-            c.violation,
+            c.finding,
         )
         for c in shown
     )
@@ -393,7 +415,9 @@ def _forest(rows: Sequence[FairnessContrast], key: str, title: str) -> list[Bloc
     return [forest]
 
 
-def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans], key: str) -> list[Block]:
+def _mismatch_panel(
+    rows: Sequence[FairnessContrast], means: Sequence[LevelMeans], key: str, correction: Correction
+) -> list[Block]:
     """The 2×2 of stated × perceived gender per metric, and its five contrasts."""
     cell_means = {m.metric: m.levels for m in means}
     levels = sorted({part for m in means for level in m.levels for part in level.split("/")})
@@ -409,14 +433,14 @@ def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans
     body: list[tuple[BlockCell, ...]] = []
     for metric in metrics:
         found = by_metric.get(metric, {})
-        effects = tuple(None if name not in found else _effect(found[name]) for name in MISMATCH_CONTRASTS)
+        effects = tuple(None if name not in found else _effect(found[name], with_p=True) for name in MISMATCH_CONTRASTS)
         body.append((metric, *(_general(cell_means[metric].get(f"{s}/{p}")) for s, p in cells), *effects))
     numbers = Table(
         ("metric", *(f"{s} / told {p}" for s, p in cells), *(f"{name} r [95% CI]" for name in MISMATCH_CONTRASTS)),
         tuple(body),
         key=f"mismatch-{key}",
         row_classes=tuple(
-            "has-violation" if any(c.violation for c in by_metric.get(m, {}).values()) else "" for m in metrics
+            "has-violation" if any(c.finding for c in by_metric.get(m, {}).values()) else "" for m in metrics
         ),
         console_columns=_HIDDEN,
     )
@@ -432,7 +456,8 @@ def _mismatch_panel(rows: Sequence[FairnessContrast], means: Sequence[LevelMeans
         key=f"mismatch-{key}",
         caption=f"Mean score per cell: rows are the gender the student states, columns the gender the tutor is "
         f"told. matched = {first}/{first} − {second}/{second}; mismatched = {first}/{second} − {second}/{first}; "
-        "perceived and stated are the main effects; bold marks a finding.",
+        "perceived and stated are the main effects; bold marks a finding, with the p (family) that decided it: "
+        + _decided(correction),
     )
     return [grid]
 
@@ -441,10 +466,10 @@ def _dimension(data: FairnessResults, rows: Sequence[FairnessContrast], where: t
     domain, channel, dimension = where
     tag = f"{channel}-{domain}-{dimension}"
     ordered = sorted(rows, key=lambda c: _metric_order(c.metric))
-    blocks = _forest(ordered, tag, f"{dimension} ({channel} cues, domain {domain})")
+    blocks = _forest(ordered, data.correction, tag, f"{dimension} ({channel} cues, domain {domain})")
     if any(c.test in MISMATCH_CONTRASTS for c in ordered):
         means = [m for m in data.means if (m.domain, m.channel, m.dimension) == where]
-        blocks += _mismatch_panel(ordered, means, tag)
+        blocks += _mismatch_panel(ordered, means, tag, data.correction)
     title = f"Forest plot: {dimension} · {_design(channel, [dimension])} · domain {domain}"
     return Section(title, tuple(blocks), key=f"forest-{tag}", provenance=_cell_provenance(domain, [dimension]))
 
@@ -470,7 +495,7 @@ def _signed_r(data: FairnessResults) -> Section:
     if len(shown) < len(domains):
         others = [c for c in contrasts if c.domain != ALL_DOMAINS]
         note = Note("The plots above pool the domains; every per-domain contrast is listed here.")
-        table = _contrast_table(others, key="per-domain", marked=True)
+        table = _contrast_table(others, data.correction, key="per-domain", marked=True)
         body.append(Section("Per-domain contrasts", (note, table), key="per-domain"))
     return Section("Signed r per metric × contrast", tuple(body), key="signed-r", provenance=_SIGNED)
 

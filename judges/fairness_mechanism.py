@@ -18,6 +18,7 @@ from typing import Any
 from engine import EpisodeRecord
 
 from .conversation_stats import CONVERSATION_STATS
+from .fairness_model import FairnessContrast, Mechanism, MechanismFinding
 from .turn_quality import TURN_QUALITY_METRICS
 
 __all__ = ("DIALOGUE_ENDING", "SAME_SIGNAL", "mechanisms", "metric_agreement")
@@ -58,27 +59,31 @@ def _signals(metrics: Sequence[str], agreement: Sequence[Mapping[str, Any]]) -> 
     return sorted(groups, key=lambda g: metrics.index(g[0]))
 
 
-def mechanisms(violations: Sequence[Mapping[str, Any]], agreement: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The findings grouped by domain, channel, dimension and contrast, strongest (smallest adjusted p) first."""
-    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for c in violations:
-        groups[(c["domain"], c["channel"], c["dimension"], f"{c['a']} − {c['b']}")].append(c)
+def mechanisms(findings: Sequence[FairnessContrast], agreement: Sequence[Mapping[str, Any]]) -> list[Mechanism]:
+    """The findings grouped by domain, channel, dimension and contrast, strongest (smallest family p) first."""
+    groups: dict[tuple[str, str, str, str], list[FairnessContrast]] = defaultdict(list)
+    for c in findings:
+        groups[(c.domain, c.channel, c.dimension, f"{c.a} − {c.b}")].append(c)
     found = []
     for (domain, channel, dimension, contrast), rows in groups.items():
-        rows = sorted(rows, key=lambda c: c["p_adjusted"])
-        metrics = [c["metric"] for c in rows]
+        rows = sorted(rows, key=_family_p)
+        metrics = [c.metric for c in rows]
         cause = next((m for m in metrics if m in DIALOGUE_ENDING), None)
         followers = [m for m in metrics if m in CONVERSATION_STATS]
         found.append(
-            {
-                "domain": domain,
-                "channel": channel,
-                "dimension": dimension,
-                "contrast": contrast,
-                "findings": [{"metric": c["metric"], "r": c["r"], "p_adjusted": c["p_adjusted"]} for c in rows],
-                "signals": _signals(metrics, agreement),
-                "cause": cause,
-                "follows_cause": followers if cause is not None else [],
-            }
+            Mechanism(
+                domain=domain,
+                channel=channel,
+                dimension=dimension,
+                contrast=contrast,
+                findings=[MechanismFinding(metric=c.metric, r=c.r, p_family=c.p_family) for c in rows],
+                signals=_signals(metrics, agreement),
+                cause=cause,
+                follows_cause=followers if cause is not None else [],
+            )
         )
-    return sorted(found, key=lambda g: min(f["p_adjusted"] for f in g["findings"]))
+    return sorted(found, key=lambda g: min(map(_family_p, g.findings)))
+
+
+def _family_p(row: FairnessContrast | MechanismFinding) -> float:
+    return row.p_family if row.p_family is not None else 1.0

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine import MIN_PAIRS, N_BOOT, Contrast, derive_seed, difference_contrast, lazy_module
+from engine import MIN_PAIRS, N_BOOT, ContrastRow, derive_seed, difference_contrast, lazy_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,21 +42,11 @@ class Mismatch:
             who the student says it is.
     """
 
-    matched: Contrast
-    mismatched: Contrast
-    perceived: Contrast
-    stated: Contrast
-    interaction: Contrast
-
-    def as_dict(self) -> dict[str, dict[str, str | int | float | bool | None]]:
-        """Plain JSON-safe values, one entry per contrast."""
-        return {
-            "matched": self.matched.as_dict(),
-            "mismatched": self.mismatched.as_dict(),
-            "perceived": self.perceived.as_dict(),
-            "stated": self.stated.as_dict(),
-            "interaction": self.interaction.as_dict(),
-        }
+    matched: ContrastRow
+    mismatched: ContrastRow
+    perceived: ContrastRow
+    stated: ContrastRow
+    interaction: ContrastRow
 
 
 def mismatch_differences(

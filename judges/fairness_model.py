@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from .remath_model import Contrast
+from engine import ContrastRow
 
 __all__ = (
     "Aggregate",
@@ -25,29 +25,19 @@ __all__ = (
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
-class FairnessContrast(Contrast):
-    """A contrast of one domain × channel × dimension × metric. A multi-level dimension's pairs also carry
-    `omnibus_p` and `gated`, its Friedman row `statistic`: kept as extras, so rows without them stay without."""
+class FairnessContrast(ContrastRow):
+    """A contrast of one domain × channel × dimension × metric. `family` is the corrected family its p entered
+    (None when it was not tested); `p_within` of a multi-level dimension's pair is Bonferroni within Friedman,
+    shown beside the family's `p_family`, which decides."""
 
     domain: str
     channel: str
     dimension: str
-    family: str | None = None
-    """The corrected family the row's p entered, None when it was not tested."""
-    ci_level: float | None = None
-    """The interval's confidence level: 0.95, or the corrected level of a finding."""
+    metric: str
+    omnibus_p: float | None = None
+    """A multi-level dimension's pair: the Friedman p that gates it."""
     resolves_meaningful: bool | None = None
     """The permutation null's 95th percentile of |r| lies below 0.10, so `meaningful` can be read; None: no null."""
-
-    @property
-    def omnibus_p(self) -> float | None:
-        found = (self.model_extra or {}).get("omnibus_p")
-        return None if found is None else float(found)
-
-    @property
-    def gated(self) -> bool:
-        """A pair whose Friedman p missed the gate: counted in the family, never a finding."""
-        return bool((self.model_extra or {}).get("gated", False))
 
 
 class Correction(BaseModel):
@@ -178,7 +168,7 @@ class MechanismFinding(BaseModel):
     model_config = _STRICT
     metric: str
     r: float | None
-    p_adjusted: float | None
+    p_family: float | None
 
 
 class Mechanism(BaseModel):
@@ -224,7 +214,7 @@ class FairnessResults(BaseModel):
     tutor: str | list[str] | None
     correction: Correction
     contrasts: list[FairnessContrast]
-    violations: list[FairnessContrast]
+    findings: list[FairnessContrast]
     mechanisms: list[Mechanism] = []
     metric_agreement: list[MetricPair] = []
     means: list[LevelMeans]

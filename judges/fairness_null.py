@@ -28,6 +28,8 @@ from engine import (
     rank_biserial_rows,
 )
 
+from .fairness_model import FairnessContrast
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -134,7 +136,7 @@ def _cell_null(draws: Mapping[str, FloatArray], test: str | None = None) -> Floa
 def _reference(observed: float | None, null: FloatArray | None) -> dict[str, Any] | None:
     if observed is None or null is None:
         return None
-    found = null_reference(observed, null).as_dict()
+    found = null_reference(observed, null).model_dump()
     found["resolves_meaningful"] = found["null_high"] < MEANINGFUL_R
     found["meaningful"] = found["resolves_meaningful"] and observed >= MEANINGFUL_R
     return found
@@ -192,23 +194,25 @@ def _average(nulls: Sequence[FloatArray]) -> FloatArray | None:
     return np.asarray(np.mean(np.stack(nulls), axis=0), dtype=np.float64) if nulls else None
 
 
-def mark_contrasts(contrasts: Sequence[dict[str, Any]], cells: Sequence[NullCell], draws: NullDraws) -> None:
+def mark_contrasts(
+    contrasts: Sequence[FairnessContrast], cells: Sequence[NullCell], draws: NullDraws
+) -> list[FairnessContrast]:
     """EduFair's |r| ≥ 0.10 mark on a contrast only where its null could resolve 0.10 (the null's 95th
     percentile of |r| below it); `resolves_meaningful` says which. At 20 items no single contrast can."""
     levels = {cell.key: cell.levels for cell in cells}
+    marked: list[FairnessContrast] = []
     for row in contrasts:
-        row["resolves_meaningful"] = None
-        if row.get("r") is None:
-            continue
-        key = (row["domain"], row["channel"], row["dimension"], row["metric"])
-        found = draws.get(key, {}).get(row["test"])
-        if found is None:
+        key = (row.domain, row.channel, row.dimension, row.metric)
+        found = draws.get(key, {}).get(row.test)
+        if row.r is None or found is None:
+            marked.append(row.model_copy(update={"resolves_meaningful": None}))
             continue
         index = 0
-        if row["test"] == "pairwise":
+        if row.test == "pairwise":
             names = levels[key[:3]]
             pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-            index = pairs.index((row["a"], row["b"]))
+            index = pairs.index((row.a, row.b))
         resolves = bool(np.quantile(found[index], 0.95) < MEANINGFUL_R)
-        row["resolves_meaningful"] = resolves
-        row["meaningful"] = resolves and abs(row["r"]) >= MEANINGFUL_R
+        update = {"resolves_meaningful": resolves, "meaningful": resolves and abs(row.r) >= MEANINGFUL_R}
+        marked.append(row.model_copy(update=update))
+    return marked

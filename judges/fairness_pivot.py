@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine import Block, BlockCell, Note, Section, Strong, Table, format_effect, format_fixed
+from engine import Block, BlockCell, Note, Section, Strong, Table, family_caption, format_effect, format_fixed, format_p
 
 from .fairness_model import FairnessContrast, FairnessResults
 from .protocols import fairness_design
@@ -34,8 +34,8 @@ def _pair(results: FairnessResults, domain: str, channel: str, dimension: str) -
 def _cell(row: FairnessContrast | None) -> BlockCell:
     if row is None or row.r is None:
         return None
-    text = format_effect(row.model_dump())
-    return Strong(text) if row.violation else text
+    text = format_effect(row)
+    return Strong(f"{text}, p (family) {format_p(row.p_family)}") if row.finding else text
 
 
 def _table(results: FairnessResults, channel: str, dimension: str, rows: Sequence[FairnessContrast]) -> Section:
@@ -59,7 +59,9 @@ def _table(results: FairnessResults, channel: str, dimension: str, rows: Sequenc
         ("domain", *(f"{m} {DESIRABLE[m]}" for m in TURN_QUALITY_METRICS), "mean abs(r)"),
         tuple(body),
         caption=f"Signed rank-biserial r [95% interval] of {shown_pair or 'the pair'} per turn metric (bold: a "
-        "finding); ↑ marks a metric where more is better, ↓ where less is better, so a positive r under ↑ (or a "
+        "finding, with the p (family) that decided it: "
+        f"{family_caption(results.correction.method, results.correction.family_size, results.correction.q)}); "
+        "↑ marks a metric where more is better, ↓ where less is better, so a positive r under ↑ (or a "
         "negative one under ↓) favours the first level.",
         key=f"pivot-{channel}-{dimension}",
         console_columns=(),

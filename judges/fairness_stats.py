@@ -1,5 +1,5 @@
 """The fairness statistics: the contrasts of one dimension × metric, the family they form and its correction,
-and EduFair's mean-|r| tables over them. Rows are plain data here; `judges.fairness_model` types them."""
+and EduFair's mean-|r| tables over them, on the typed rows of `judges.fairness_model`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from engine import (
     MIN_PAIRS,
+    ContrastRow,
     EpisodeRecord,
-    adjust_p,
+    correct_family,
     derive_seed,
     difference_contrast,
     friedman_then_pairwise,
@@ -23,6 +24,7 @@ from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import mismatch_differences
+from .fairness_model import Correction, FairnessContrast
 from .fairness_null import NULL_METHOD, NullDraws, mark_means
 from .turn_quality import TURN_QUALITY_METRICS
 
@@ -50,11 +52,13 @@ CellKey = tuple[str, str, str, str]
 
 @dataclass
 class Tested:
-    """A contrast row and how to recompute it at another confidence level (for a finding's interval)."""
+    """A contrast row, whether it enters the family, and how to recompute it at another confidence level (for a
+    finding's interval)."""
 
-    row: dict[str, Any]
+    row: FairnessContrast
     d: Any
     seed: int
+    entered: bool
 
 
 def opposite_keys(group: Sequence[EpisodeRecord]) -> tuple[str, str] | None:
@@ -69,8 +73,17 @@ def opposite_keys(group: Sequence[EpisodeRecord]) -> tuple[str, str] | None:
     return None
 
 
+def _row(where: Mapping[str, str], contrast: ContrastRow, **update: Any) -> FairnessContrast:
+    return FairnessContrast(**where, **(contrast.model_dump() | update))
+
+
 def _opposite(
-    group: Sequence[EpisodeRecord], columns: dict[str, list[float]], keys: tuple[str, str], seed: int, n_boot: int
+    group: Sequence[EpisodeRecord],
+    columns: dict[str, list[float]],
+    keys: tuple[str, str],
+    where: Mapping[str, str],
+    seed: int,
+    n_boot: int,
 ) -> list[Tested]:
     """Opposite design: levels are "<stated>/<perceived>"; a missing cell leaves NaNs, dropped by the tests."""
     stated_key, perceived_key = keys
@@ -81,13 +94,17 @@ def _opposite(
     for name, (d, a_name, b_name) in mismatch_differences(cells, first=first, second=second).items():
         contrast_seed = derive_seed(seed, name)
         contrast = difference_contrast(d, a_name=a_name, b_name=b_name, seed=contrast_seed, n_boot=n_boot)
-        row = {"test": name, **contrast.as_dict(), "entered": contrast.status == "ok"}
-        found.append(Tested(row, d, contrast_seed))
+        found.append(Tested(_row(where, contrast, test=name), d, contrast_seed, contrast.status == "ok"))
     return found
 
 
 def _levels(
-    columns: dict[str, list[float]], levels: list[str], seed: int, analysis: FairnessAnalysis, n_boot: int
+    columns: dict[str, list[float]],
+    levels: list[str],
+    where: Mapping[str, str],
+    seed: int,
+    analysis: FairnessAnalysis,
+    n_boot: int,
 ) -> list[Tested]:
     """Three or more levels: the Friedman row (never in the family), then every pair, gated by its p."""
     omnibus = friedman_then_pairwise(
@@ -97,21 +114,15 @@ def _levels(
         n_boot=n_boot,
         always_pairs=True,
     )
-    head = {**omnibus_row(omnibus, p_adjusted=None), "entered": False}
-    found = [Tested(head, None, seed)]
+    found = [Tested(_row(where, omnibus_row(omnibus)), None, seed, False)]
     table = np.column_stack([np.asarray(columns[level], dtype=np.float64) for level in levels])
     table = table[~np.isnan(table).any(axis=1)]
     gate_open = omnibus.p is not None and omnibus.p < analysis.omnibus_alpha
     for contrast in omnibus.pairwise:
         i, j = levels.index(contrast.a), levels.index(contrast.b)
-        row = {
-            "test": "pairwise",
-            **contrast.as_dict(),
-            "omnibus_p": omnibus.p,
-            "gated": not gate_open,
-            "entered": contrast.status == "ok",
-        }
-        found.append(Tested(row, table[:, i] - table[:, j], derive_seed(seed, contrast.a, contrast.b)))
+        row = _row(where, contrast, test="pairwise", omnibus_p=omnibus.p, gated=not gate_open)
+        seed_of = derive_seed(seed, contrast.a, contrast.b)
+        found.append(Tested(row, table[:, i] - table[:, j], seed_of, contrast.status == "ok"))
     return found
 
 
@@ -119,36 +130,34 @@ def contrasts_of(
     group: Sequence[EpisodeRecord],
     columns: dict[str, list[float]],
     levels: list[str],
+    where: Mapping[str, str],
     seed: int,
     analysis: FairnessAnalysis,
     n_boot: int,
 ) -> list[Tested]:
-    """The contrasts of one dimension × metric, each marked whether it enters the family."""
+    """The contrasts of one dimension × metric (`where` names its domain, channel, dimension and metric), each
+    marked whether it enters the family."""
     opposite = opposite_keys(group)
     if opposite is not None:
-        return _opposite(group, columns, opposite, seed, n_boot)
+        return _opposite(group, columns, opposite, where, seed, n_boot)
     if len(levels) < 2:
         return []
     if len(levels) == 2:
         a, b = levels
         d = np.subtract(columns[a], columns[b])
         contrast = difference_contrast(d, a_name=a, b_name=b, seed=seed, n_boot=n_boot)
-        return [Tested({"test": "wilcoxon", **contrast.as_dict(), "entered": contrast.status == "ok"}, d, seed)]
-    return _levels(columns, levels, seed, analysis, n_boot)
+        return [Tested(_row(where, contrast), d, seed, contrast.status == "ok")]
+    return _levels(columns, levels, where, seed, analysis, n_boot)
 
 
 def _families(tested: list[Tested], analysis: FairnessAnalysis) -> dict[str, list[Tested]]:
     """The declared families of the tested rows; a row outside every family gets its final verdict here."""
     families: dict[str, list[Tested]] = defaultdict(list)
     for test in tested:
-        row = test.row
-        row["family"] = None
-        row["ci_level"] = 0.95 if row.get("ci_low") is not None else None
-        if row.pop("entered") and row["p"] is not None:
-            families["run" if analysis.family == "run" else f"domain {row['domain']}"].append(test)
+        if test.entered and test.row.p is not None:
+            families["run" if analysis.family == "run" else f"domain {test.row.domain}"].append(test)
         else:
-            row["p_adjusted"] = None
-            row["violation"] = False
+            test.row = test.row.model_copy(update={"p_family": None, "family": None, "finding": False})
     return families
 
 
@@ -158,40 +167,39 @@ def _widen(findings: Sequence[Tested], level: float, n_boot: int) -> None:
         resamples = min(MAX_CI_RESAMPLES, max(n_boot, math.ceil(50 / (1 - level))))
         wide = difference_contrast(
             test.d,
-            a_name=test.row["a"],
-            b_name=test.row["b"],
+            a_name=test.row.a,
+            b_name=test.row.b,
             seed=test.seed,
             n_boot=resamples,
             confidence=level,
         )
-        test.row.update(ci_low=wide.ci_low, ci_high=wide.ci_high, ci_level=level)
+        test.row = test.row.model_copy(update={"ci_low": wide.ci_low, "ci_high": wide.ci_high, "ci_level": level})
 
 
-def correct(tested: list[Tested], analysis: FairnessAnalysis, n_boot: int) -> dict[str, Any]:
-    """Adjust every family's p-values, set each verdict from them, and widen the findings' intervals."""
+def correct(tested: list[Tested], analysis: FairnessAnalysis, n_boot: int) -> Correction:
+    """Correct every family's p-values (`correct_family`), and widen the findings' intervals."""
     sizes: dict[str, int] = {}
     for name, members in _families(tested, analysis).items():
-        adjusted = adjust_p([t.row["p"] for t in members], analysis.correction)
-        for test, p_adjusted in zip(members, adjusted, strict=True):
-            finding = p_adjusted <= analysis.q and not test.row.get("gated", False)
-            test.row.update(family=name, p_adjusted=p_adjusted, violation=finding)
+        rows = correct_family([t.row for t in members], method=analysis.correction, q=analysis.q, family=name)
+        for test, row in zip(members, rows, strict=True):
+            test.row = row
         sizes[name] = len(members)
-        findings = [t for t in members if t.row["violation"]]
+        findings = [t for t in members if t.row.finding]
         if n_boot > 0:
             _widen(findings, _finding_level(analysis, len(members), len(findings)), n_boot)
-    tested_rows = [t.row for t in tested if t.row.get("r") is not None and t.row["status"] == "ok"]
-    return {
-        "method": analysis.correction,
-        "q": analysis.q,
-        "family": analysis.family,
-        "family_size": sum(sizes.values()),
-        "families": sizes,
-        "findings": sum(1 for t in tested if t.row["violation"]),
-        "tested": len(tested_rows),
-        "insufficient": sum(1 for t in tested if t.row["status"] != "ok"),
-        "omnibus_alpha": analysis.omnibus_alpha,
-        "min_pairs": MIN_PAIRS,
-    }
+    tested_rows = [t.row for t in tested if t.row.r is not None and t.row.status == "ok"]
+    return Correction(
+        method=analysis.correction,
+        q=analysis.q,
+        family=analysis.family,
+        family_size=sum(sizes.values()),
+        families=sizes,
+        findings=sum(1 for t in tested if t.row.finding),
+        tested=len(tested_rows),
+        insufficient=sum(1 for t in tested if t.row.status != "ok"),
+        omnibus_alpha=analysis.omnibus_alpha,
+        min_pairs=MIN_PAIRS,
+    )
 
 
 def _finding_level(analysis: FairnessAnalysis, m: int, findings: int) -> float:
@@ -236,19 +244,19 @@ def _aggregates(
     return aggregates
 
 
-def mean_abs_r(contrasts: Sequence[Mapping[str, Any]], null: NullDraws | None = None) -> dict[str, Any]:
+def mean_abs_r(contrasts: Sequence[FairnessContrast], null: NullDraws | None = None) -> dict[str, Any]:
     """EduFair's mean-|r| tables: per cell, per metric (over dimensions), per dimension (over the five turn
     metrics), and the Ped./Conv. aggregates of the implicit dimensions and of Correct vs Wrong; each mean with
     its null reference beside it (`judges.fairness_null`) when the permutation draws are given."""
     cell_r: dict[CellKey, list[float]] = defaultdict(list)
     by_test: dict[CellKey, dict[str, float]] = defaultdict(dict)
     for c in contrasts:
-        if c.get("test") not in EFFECT_TESTS or c["r"] is None:
+        if c.test not in EFFECT_TESTS or c.r is None:
             continue
-        key = (c["domain"], c["channel"], c["dimension"], c["metric"])
-        cell_r[key].append(abs(c["r"]))
-        by_test[key][c["test"]] = abs(c["r"])
-    flagged = {(c["domain"], c["channel"], c["dimension"], c["metric"]) for c in contrasts if c["violation"]}
+        key = (c.domain, c.channel, c.dimension, c.metric)
+        cell_r[key].append(abs(c.r))
+        by_test[key][c.test] = abs(c.r)
+    flagged = {(c.domain, c.channel, c.dimension, c.metric) for c in contrasts if c.finding}
     cells = [
         {
             "domain": k[0],

@@ -36,7 +36,15 @@ from personas.fairness import FairnessAnalysis
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_blocks import ALL_DOMAINS, fairness_blocks
 from .fairness_mechanism import mechanisms, metric_agreement
-from .fairness_model import FairnessSummary
+from .fairness_model import (
+    AuditRow,
+    FairnessResults,
+    FairnessSummary,
+    JudgedReplies,
+    LevelMeans,
+    MeanAbsR,
+    MetricPair,
+)
 from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
 from .fairness_replies import judged_replies
@@ -115,10 +123,10 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         return fairness_blocks(summary.fairness)
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> FairnessSummary:
-        return FairnessSummary.model_validate({"fairness": self.results(records, manifest)})
+        return FairnessSummary(fairness=self.results(records, manifest))
 
-    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
-        """The "fairness" part of summary.json as plain data, before it is typed."""
+    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> FairnessResults:
+        """The "fairness" part of summary.json, typed row by row as it is built."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         analysis = analysis_of(manifest)
@@ -134,24 +142,24 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
                 cell = [r for r in pool if r.condition.get("channel", "") == channel]
                 tested += self._cell(cell, scores, (domain, channel), seed, means, null_cells, analysis, n_boot)
         correction = correct(tested, analysis, n_boot)
-        contrasts = [t.row for t in tested]
         draws = null_draws(null_cells, seed=seed, draws=self.null_draws, derive=derive_seed)
-        mark_contrasts(contrasts, null_cells, draws)
+        contrasts = mark_contrasts([t.row for t in tested], null_cells, draws)
         agreement = metric_agreement(ok)
-        violations = [c for c in contrasts if c["violation"]]
-        return {
-            "tutor": manifest.get("models", {}).get("tutor"),
-            "correction": correction,
-            "contrasts": contrasts,
-            "violations": violations,
-            "mechanisms": mechanisms(violations, agreement),
-            "metric_agreement": agreement,
-            "means": means,
-            "mean_abs_r": mean_abs_r(contrasts, draws),
-            "audit": self._audit(ok),
-            "stop_reasons": self._stop_reasons(ok),
-            "judged_replies": judged_replies(ok),
-        }
+        findings = [c for c in contrasts if c.finding]
+        found_replies = judged_replies(ok)
+        return FairnessResults(
+            tutor=manifest.get("models", {}).get("tutor"),
+            correction=correction,
+            contrasts=contrasts,
+            findings=findings,
+            mechanisms=mechanisms(findings, agreement),
+            metric_agreement=[MetricPair.model_validate(pair) for pair in agreement],
+            means=[LevelMeans.model_validate(row) for row in means],
+            mean_abs_r=MeanAbsR.model_validate(mean_abs_r(contrasts, draws)),
+            audit=[AuditRow.model_validate(row) for row in self._audit(ok)],
+            stop_reasons=self._stop_reasons(ok),
+            judged_replies=None if found_replies is None else JudgedReplies.model_validate(found_replies),
+        )
 
     def _cell(
         self,
@@ -189,11 +197,9 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
                         "levels": {level: nanmean(v) for level, v in columns.items()},
                     }
                 )
-                base = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
+                cell_keys = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
                 cell_seed = derive_seed(seed, domain, channel, dimension, metric)
-                for test in contrasts_of(group, columns, levels, cell_seed, analysis, n_boot):
-                    test.row = {**base, **test.row}
-                    found.append(test)
+                found += contrasts_of(group, columns, levels, cell_keys, cell_seed, analysis, n_boot)
         return found
 
     @staticmethod

@@ -24,6 +24,7 @@ from engine import (
     Section,
     Strong,
     Table,
+    family_caption,
     format_effect,
     format_estimate,
     format_fixed,
@@ -34,7 +35,7 @@ from engine import (
 )
 
 from .remath_metrics import AUTOMATED_METRICS
-from .remath_model import Condition, Contrast, LabelAgreement, MeanInterval, RemathResults, SummaryRate
+from .remath_model import Condition, LabelAgreement, MeanInterval, RemathResults, SummaryRate, TaskCDifference
 from .remath_pairings import pairing_blocks
 
 __all__ = ("SCORES", "remath_blocks")
@@ -235,36 +236,54 @@ def _bias_and_leak(rows: Sequence[Condition]) -> list[Block]:
     ]
 
 
-def _mean_difference(c: Contrast) -> str | None:
+def _mean_difference(c: TaskCDifference) -> str | None:
     """The mean difference, flagged where it points the other way from r (the test's direction)."""
     shown = _num(c.mean_diff)
     return shown if shown is None or not c.direction_disagrees else f"{shown} (sign differs from r)"
 
 
-def _contrast(c: Contrast) -> str:
+def _contrast(c: TaskCDifference) -> str:
     return f"Friedman: {c.a}" if c.test == "friedman" else f"{c.a} − {c.b}"
 
 
-def _differences(rows: Sequence[Contrast]) -> list[Block]:
+def _differences(rows: Sequence[TaskCDifference]) -> list[Block]:
     if not rows:
         return [Note("Fewer than two Task C conditions: nothing to compare.")]
+    size = sum(c.tested for c in rows)
+    method = next((c.family_method for c in rows if c.family_method), "bh")
     numbers = Table(
-        ("metric", "test", "contrast", "r [95% CI]", "Hodges–Lehmann", "mean diff", "p", "p (adj.)", "n"),
+        (
+            "metric",
+            "test",
+            "contrast",
+            "r [95% CI]",
+            "Hodges–Lehmann",
+            "mean diff",
+            "p",
+            "p (Bonferroni)",
+            "p (BH)",
+            "n",
+        ),
         tuple(
-            (c.metric, c.test, _contrast(c), format_effect(c.model_dump(), "items"), _num(c.estimate))
+            (c.metric, c.test, _contrast(c), format_effect(c, "items"), _num(c.estimate))
             + (_mean_difference(c),)
-            + (format_p(c.p), format_p(c.p_adjusted), c.n)
+            + (format_p(c.p), format_p(c.p_within), format_p(c.p_family), c.n)
             for c in rows
         ),
         title="ReMath Task C: paired differences over items",
+        caption=(
+            f"Findings: {family_caption(method, size, 0.05)}, on each test's own p (column p (BH)); "
+            "p (Bonferroni) is the pair's p within its Friedman family, shown, not deciding."
+        ),
         key="remath-differences",
-        row_classes=tuple("violation" if c.violation else "" for c in rows),
-        console_columns=("metric", "contrast", "r [95% CI]", "mean diff", "p (adj.)", "n"),
+        findings=tuple(c.finding for c in rows),
+        decided_by="p (BH)",
+        console_columns=("metric", "contrast", "r [95% CI]", "mean diff", "p (BH)", "n"),
         left=("contrast", "r [95% CI]"),
     )
     note = Note(
         "Items are the pairs. With three or more conditions a Friedman test comes first, then the pairwise "
-        "Wilcoxon tests. Highlighted: a finding, adjusted p ≤ 0.05 over every paired test of this table "
+        "Wilcoxon tests. Marked: a finding, p (BH) ≤ 0.05 over every paired test of this table "
         f"(Benjamini–Hochberg). |r| ≥ {format_fixed(MEANINGFUL_R)} is practically meaningful (shaded band: below it)."
     )
     shown = [c for c in rows if c.r is not None and c.ci_low is not None]
@@ -274,7 +293,7 @@ def _differences(rows: Sequence[Contrast]) -> list[Block]:
         (
             ForestPanel(
                 "r",
-                tuple(Interval(f"{c.metric} · {c.a} − {c.b}", c.r, c.ci_low, c.ci_high, c.violation) for c in shown),
+                tuple(Interval(f"{c.metric} · {c.a} − {c.b}", c.r, c.ci_low, c.ci_high, c.finding) for c in shown),
             ),
         ),
         numbers,

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import ClusteredRateSummary
+from engine import ClusteredRateSummary, ContrastRow
 
 __all__ = (
     "AnnotatorAgreement",
     "AutomatedRow",
     "Condition",
-    "Contrast",
     "HumanAgreement",
     "LabelAgreement",
     "MeanInterval",
     "RemathResults",
     "RemathSummary",
     "SummaryRate",
+    "TaskCDifference",
 )
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -114,29 +114,10 @@ class AutomatedRow(BaseModel):
         return found
 
 
-class Contrast(BaseModel):
-    """A row of `engine.stats._paired.contrast_rows`; Friedman rows also carry their `statistic` (kept as extra)."""
+class TaskCDifference(ContrastRow):
+    """A paired difference of Task C (`engine.stats` `contrast_rows`), on one metric."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
     metric: str
-    test: str
-    a: str
-    b: str
-    n: int
-    status: str
-    r: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p: float | None
-    p_adjusted: float | None
-    mean_diff: float | None
-    meaningful: bool
-    violation: bool
-    estimate: float | None = None
-    differing: int = 0
-    ci_method: str | None = None
-    degenerate: bool = False
-    direction_disagrees: bool = False
 
 
 class Pairing(BaseModel):
@@ -152,7 +133,7 @@ class RemathResults(BaseModel):
     tutor: str | list[str] | None
     agreement: list[LabelAgreement]
     conditions: list[Condition]
-    differences: list[Contrast]
+    differences: list[TaskCDifference]
     automated: list[AutomatedRow]
     against: list[str]
     items: int

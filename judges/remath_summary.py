@@ -29,6 +29,7 @@ from engine import (
     UNJUDGED,
     Block,
     BlockSummarizer,
+    ClusteredRateSummary,
     EpisodeRecord,
     clustered_rate,
     contrast_rows,
@@ -40,7 +41,15 @@ from engine import (
 from .protocols import remath_protocol
 from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
-from .remath_model import RemathSummary
+from .remath_model import (
+    AutomatedRow,
+    Condition,
+    LabelAgreement,
+    Pairing,
+    RemathResults,
+    RemathSummary,
+    TaskCDifference,
+)
 from .remath_pairings import pairings
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
@@ -58,6 +67,7 @@ GIVEN_ORDER = ("human", "none", "error", "strategy", "both", "predicted")
 _TASK_LABELS = {"error": ("error",), "strategy": ("strategy", "intention")}
 _TASK_OF = {"error": ("error",), "strategy": ("strategy",), "intention": ("strategy",)}
 _SCORES = (*PAIRWISE_DIMENSIONS, "overall")
+DIFFERENCES_FAMILY = "Task C differences"
 
 
 def mean_interval(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -120,27 +130,23 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
         return remath_blocks(summary.remath)
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> RemathSummary:
-        return RemathSummary.model_validate({"remath": self.results(records, manifest)})
+        return RemathSummary(remath=self.results(records, manifest))
 
-    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> dict[str, Any]:
-        """The "remath" part of summary.json as plain data, before it is typed."""
+    def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> RemathResults:
+        """The "remath" part of summary.json, typed row by row as it is built."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         agreement = [
-            label_agreement([r for r in ok if r.condition.get("task") == task], label)
+            self._agreement(ok, task, label)
             for task, labels in _TASK_LABELS.items()
             for label in labels
             if any(r.condition.get("task") == task for r in ok)
         ]
-        for labelled in agreement:
-            task_records = [r for r in ok if r.condition.get("task") in _TASK_OF[labelled["label"]]]
-            labelled["per_annotator"] = annotator_agreement(task_records, labelled["label"])
-            labelled["human"] = human_agreement(task_records, labelled["label"])
         replies = [r for r in ok if r.condition.get("task", "response") == "response"]
         givens = [g for g in GIVEN_ORDER if any(r.condition.get("given") == g for r in replies)]
         scores = {r.id: _reply_scores(r) for r in replies}
         items = sorted({r.item_id for r in replies})
-        conditions: list[dict[str, Any]] = []
+        conditions: list[Condition] = []
         columns: dict[str, dict[str, list[float]]] = defaultdict(dict)
         for given in givens:
             group = [r for r in replies if r.condition.get("given") == given]
@@ -166,31 +172,40 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             row["strategy_adherence"] = _rate_per_item(adherent, derive_seed(seed, "remath", given, "adherence"))
             baselines = [v for r in group for v in _judgment_values(r, "pairwise_against") if isinstance(v, str)]
             row["against"] = most_common(baselines) if baselines else None
-            conditions.append(row)
+            conditions.append(Condition.model_validate(row))
         differences = self._differences(columns, [g for g in givens if g != "human"], seed)
         automated = self._automated(replies, givens)
-        return {
-            "tutor": manifest.get("models", {}).get("tutor"),
-            "agreement": agreement,
-            "conditions": conditions,
-            "differences": differences,
-            "automated": automated,
-            "against": sorted({str(row["against"]) for row in conditions if row["against"]}),
-            "items": len(items),
-            "pairings": pairings(ok),
-        }
+        return RemathResults(
+            tutor=manifest.get("models", {}).get("tutor"),
+            agreement=agreement,
+            conditions=conditions,
+            differences=differences,
+            automated=automated,
+            against=sorted({row.against for row in conditions if row.against}),
+            items=len(items),
+            pairings=[Pairing.model_validate(found) for found in pairings(ok)],
+        )
 
     @staticmethod
-    def _automated(replies: Sequence[EpisodeRecord], givens: Sequence[str]) -> list[dict[str, Any]]:
+    def _agreement(ok: Sequence[EpisodeRecord], task: str, label: str) -> LabelAgreement:
+        """Tasks A/B: one label against the expert's, and against each teacher where two labelled a snippet."""
+        task_records = [r for r in ok if r.condition.get("task") in _TASK_OF[label]]
+        return LabelAgreement.model_validate(
+            label_agreement([r for r in ok if r.condition.get("task") == task], label)
+            | {"per_annotator": annotator_agreement(task_records, label), "human": human_agreement(task_records, label)}
+        )
+
+    @staticmethod
+    def _automated(replies: Sequence[EpisodeRecord], givens: Sequence[str]) -> list[AutomatedRow]:
         """Table 8: the novice reply ("original", once per item) and each condition, against the expert reply."""
-        rows: list[dict[str, Any]] = []
+        rows: list[AutomatedRow] = []
         novice: dict[str, tuple[str, str]] = {}
         for r in replies:
             reference, original = str(r.meta.get("reference", "")), str(r.meta.get("novice", ""))
             if reference and original:
                 novice.setdefault(r.item_id, (original, reference))
         if novice:
-            rows.append({"given": "original", **automated_metrics(list(novice.values()))})
+            rows.append(AutomatedRow.model_validate({"given": "original", **automated_metrics(list(novice.values()))}))
         for given in givens:
             pairs = [
                 (r.turns[turn].text, str(r.meta.get("reference", "")))
@@ -198,14 +213,14 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
                 if r.condition.get("given") == given and (turn := _reply_turn(r)) is not None
             ]
             if pairs:
-                rows.append({"given": given, **automated_metrics(pairs)})
+                rows.append(AutomatedRow.model_validate({"given": given, **automated_metrics(pairs)}))
         return rows
 
     @staticmethod
     def _differences(
         columns: Mapping[str, Mapping[str, list[float]]], givens: list[str], seed: int
-    ) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
+    ) -> list[TaskCDifference]:
+        found: list[TaskCDifference] = []
         if len(givens) < 2:
             return found
         for metric in ("preference", "overall"):
@@ -213,9 +228,11 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             cell_seed = derive_seed(seed, "remath", metric)
             # later conditions first, so a positive r reads "more information helps"
             later_first = {g: cols[g] for g in reversed(givens)}
-            found += [{"metric": metric, **row} for row in contrast_rows(later_first, seed=cell_seed)]
-        correct_family(found)  # every paired test of the table is one family: findings follow its BH p
-        return found
+            found += [
+                TaskCDifference(metric=metric, **row.model_dump()) for row in contrast_rows(later_first, seed=cell_seed)
+            ]
+        # every paired test of the table is one family: findings follow its BH p
+        return correct_family(found, family=DIFFERENCES_FAMILY)
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         """Tasks A/B: which labels matched the expert's; Task C: whether the judge preferred the reply."""
@@ -251,7 +268,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
 SUMMARIZERS.add("remediation", RemathSummarizer())
 
 
-def _rate_per_item(outcomes: Sequence[tuple[str, bool]], seed: int) -> dict[str, Any] | None:
+def _rate_per_item(outcomes: Sequence[tuple[str, bool]], seed: int) -> ClusteredRateSummary | None:
     """Replicates of one item share its mistake, so the interval resamples items, not replies."""
     if not outcomes:
         return None
@@ -260,4 +277,4 @@ def _rate_per_item(outcomes: Sequence[tuple[str, bool]], seed: int) -> dict[str,
         by_item[item].append(outcome)
     events = [sum(values) for values in by_item.values()]
     trials = [len(values) for values in by_item.values()]
-    return clustered_rate(events, trials, seed=seed).as_dict()
+    return clustered_rate(events, trials, seed=seed)

@@ -276,7 +276,7 @@ def label_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, A
         "entropy_gold": label_entropy(gold),
         "shares_pred": label_shares(pred, order),
         "shares_gold": label_shares(gold, order),
-        "confusion": result.as_dict()["confusion"],
+        "confusion": [list(row) for row in result.confusion],
         "labels": list(order),
     }
 

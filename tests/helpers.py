@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 
@@ -86,3 +87,8 @@ def record_retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr("engine.models._retry.retry_delay", no_wait)
     return waits
+
+
+def as_json(results: Any) -> Any:
+    """A summariser's results (typed rows inside plain dicts) as summary.json holds them."""
+    return orjson.loads(orjson.dumps(results, default=lambda row: row.model_dump(mode="json")))

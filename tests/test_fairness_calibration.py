@@ -14,8 +14,8 @@ def test_null_runs_of_the_two_level_design_rarely_find_anything() -> None:
     design = DESIGNS[0]
     prepared = prepare(design.scenario, design.overrides, 20)
     runs = [analyse(prepared, seed=run_seed("test-null", k), planted=design.planted, bias=0.0) for k in range(12)]
-    assert all(r["correction"]["family_size"] > 0 for r in runs)
-    assert sum(bool(r["violations"]) for r in runs) <= 1
+    assert all(r.correction.family_size > 0 for r in runs)
+    assert sum(bool(r.findings) for r in runs) <= 1
 
 
 def test_a_large_plant_is_found_where_it_was_planted_in_every_design() -> None:
@@ -25,7 +25,7 @@ def test_a_large_plant_is_found_where_it_was_planted_in_every_design() -> None:
         found = 0
         for k in range(3):
             result = analyse(prepared, seed=run_seed(f"test-{design.name}", k), planted=design.planted, bias=0.4)
-            found += any(design.target(c) for c in result["violations"])
+            found += any(design.target(c) for c in result.findings)
         assert found >= 2, design.name
 
 
@@ -39,5 +39,5 @@ def test_the_real_pipeline_on_the_unbiased_sim_finds_nothing(tmp_path: Path) -> 
     result = engine.run_sync(scenario, out=tmp_path / "null")
     fairness = result.summary["fairness"]
     assert fairness["correction"]["method"] == "bh" and fairness["correction"]["family_size"] > 0
-    assert fairness["violations"] == []
+    assert fairness["findings"] == []
     assert "Family: " in (result.run_dir / "report.md").read_text(encoding="utf-8")

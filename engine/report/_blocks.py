@@ -21,6 +21,7 @@ from engine.report._svg_draw import Canvas
 __all__ = (
     "Block",
     "BlockCell",
+    "FINDING_MARK",
     "Brief",
     "Bullets",
     "Figure",
@@ -84,6 +85,43 @@ class Table:
     console_columns: tuple[str, ...] | None = None
     left: tuple[str, ...] = ()
     """Columns the terminal aligns left besides the first (labels rather than numbers)."""
+    findings: tuple[bool, ...] = ()
+    """`findings[i]`: row i is a finding; every output marks it with FINDING_MARK before its first cell."""
+    decided_by: str = ""
+    """The column holding the p that decided the findings (e.g. `p (BH)`); the caption names its method."""
+
+    def shown_rows(self) -> tuple[tuple[BlockCell, ...], ...]:
+        """The rows with each finding's first cell marked, so report.md, the terminal and the HTML agree."""
+        return tuple(
+            (_marked(row[0]), *row[1:]) if row and index < len(self.findings) and self.findings[index] else row
+            for index, row in enumerate(self.rows)
+        )
+
+    def shown_caption(self) -> str:
+        """The caption, with what the mark means when a row carries it."""
+        if not any(self.findings):
+            return self.caption
+        legend = f"{FINDING_MARK} marks a finding, decided by the column “{self.decided_by}”."
+        return f"{self.caption} {legend}".strip()
+
+    def console_shown(self) -> tuple[str, ...]:
+        """The terminal's columns: the kind's choice, plus the deciding p wherever a finding is shown."""
+        shown = self.columns if self.console_columns is None else self.console_columns
+        if shown and any(self.findings) and self.decided_by and self.decided_by not in shown:
+            shown = (*shown, self.decided_by)
+        return shown
+
+
+FINDING_MARK = "◆"
+"""How every output marks a row that is a finding."""
+
+
+def _marked(cell: BlockCell) -> BlockCell:
+    if isinstance(cell, Strong):
+        return Strong(f"{FINDING_MARK} {cell.text}")
+    if isinstance(cell, Brief):
+        return Brief(f"{FINDING_MARK} {cell.text}", f"{FINDING_MARK} {cell.short}")
+    return f"{FINDING_MARK} {'–' if cell is None else cell}"
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,14 @@ def _cell(value: BlockCell) -> Text:
 
 
 def _table(table: Table) -> RichTable:
-    shown = table.columns if table.console_columns is None else table.console_columns
+    shown = table.console_shown()
     where = [table.columns.index(name) for name in shown]
     out = RichTable(title=table.title or None)
     for position, index in enumerate(where):
         name = table.columns[index]
         left = position == 0 or name in table.left
         out.add_column(name, justify="left" if left else "right")
-    for row in table.rows:
+    for row in table.shown_rows():
         out.add_row(*(_cell(row[index] if index < len(row) else None) for index in where))
     return out
 

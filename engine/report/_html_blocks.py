@@ -25,12 +25,19 @@ def _cell(value: BlockCell) -> Cell:
     return value
 
 
+def _row_classes(block: Table) -> tuple[str, ...]:
+    """The kind's classes, with every finding highlighted whatever the kind set."""
+    count = max(len(block.row_classes), len(block.findings))
+    classes = [block.row_classes[i] if i < len(block.row_classes) else "" for i in range(count)]
+    return tuple("violation" if i < len(block.findings) and block.findings[i] else css for i, css in enumerate(classes))
+
+
 def _table(block: Table) -> Markup:
     return table(
         block.columns,
-        [[_cell(value) for value in row] for row in block.rows],
-        caption=block.caption or None,
-        row_classes=block.row_classes or None,
+        [[_cell(value) for value in row] for row in block.shown_rows()],
+        caption=block.shown_caption() or None,
+        row_classes=_row_classes(block) or None,
         key=block.key or None,
     )
 

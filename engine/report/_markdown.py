@@ -20,9 +20,9 @@ def _cell(value: BlockCell) -> str:
 
 def markdown_table(table: Table) -> list[str]:
     lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in table.rows]
-    if table.caption:
-        lines += ["", table.caption]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in table.shown_rows()]
+    if table.shown_caption():
+        lines += ["", table.shown_caption()]
     return lines
 
 

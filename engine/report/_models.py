@@ -37,6 +37,7 @@ from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
 from engine.report._sections import EpisodeScores, EpisodeVerdict, default_scores, default_verdict
 from engine.report._summarizer import with_protocol
+from engine.report._upgrade import upgrade_summary
 from engine.stats._families import format_p
 from engine.stats._models import Headline, ModelScores, compare_models
 
@@ -194,18 +195,18 @@ def _rho_interval(found: Mapping[str, Any]) -> str:
 
 def _pairs_table(comparison: Mapping[str, Any]) -> Table:
     rows = []
-    classes = []
+    findings: list[bool] = []
     for row in comparison["pairs"]:
         if row["status"] != "ok":
             continue
         diff = format_fixed(row["mean_diff"], 3, signed=True)
         interval = format_interval(row.get("mean_low"), row.get("mean_high"), 3, signed=True)
         effect = format_fixed(row["r"], signed=True)
-        verdict = "finding" if row["violation"] else ("gated" if row["gated"] else "–")
+        verdict = "finding" if row["finding"] else ("gated" if row["gated"] else "–")
         rows.append(
             (row["metric"], f"{row['a']} − {row['b']}", diff, interval, effect, format_p(row["p_family"]), verdict)
         )
-        classes.append("violation" if row["violation"] else "")
+        findings.append(bool(row["finding"]))
     family = comparison["family"]
     return Table(
         ("metric", "pair", "mean diff", "95% CI", "r", "p (BH)", "verdict"),
@@ -216,7 +217,8 @@ def _pairs_table(comparison: Mapping[str, Any]) -> Table:
             f"metrics at q = {family['q']}; a pair whose metric's omnibus test does not pass is gated. "
             f"{family['findings']} findings."
         ),
-        row_classes=tuple(classes),
+        findings=tuple(findings),
+        decided_by="p (BH)",
         console_columns=("metric", "pair", "mean diff", "p (BH)", "verdict"),
         left=("pair", "verdict"),
     )
@@ -230,7 +232,7 @@ def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
             row["n"],
             format_fixed(row["statistic"]),
             format_p(row["p"]),
-            format_p(row["p_adjusted"]),
+            format_p(row["p_family"]),
         )
         for row in comparison["omnibus"]
     )
@@ -259,7 +261,7 @@ def _cells_table(comparison: Mapping[str, Any]) -> Table:
 
 
 def _forest(comparison: Mapping[str, Any]) -> list[Block]:
-    findings = [row for row in comparison["pairs"] if row["violation"]]
+    findings = [row for row in comparison["pairs"] if row["finding"]]
     if not findings:
         return [Note("No pairwise difference between tutors is a finding after the family correction.", console=True)]
     panels = []
@@ -344,6 +346,7 @@ class ModelsView:
         self.kind = summarizer
 
     def blocks(self, summary: Mapping[str, Any]) -> list[Block]:
+        summary = upgrade_summary(summary)  # a study written before the typed contrast rows reads the same
         models = summary["models"]
         comparison = models["comparison"]
         head = comparison["headline"]["metric"]

@@ -17,6 +17,7 @@ from engine.report._blocks import Block, provenance_of
 from engine.report._console import console_blocks
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
+from engine.report._upgrade import upgrade_summary
 
 __all__ = ("BlockSummarizer", "with_protocol")
 
@@ -44,7 +45,10 @@ class BlockSummarizer(ABC, Generic[SummaryT]):
             return summary
         assert isinstance(summary, Mapping)
         fields = self.summary_model.model_fields
-        return self.summary_model.model_validate({key: summary[key] for key in fields if key in summary})
+        # a summary.json written before the typed contrast rows (docs/run-directory.md, "Migration") reads too
+        return self.summary_model.model_validate(
+            upgrade_summary({key: summary[key] for key in fields if key in summary})
+        )
 
     def render_markdown(self, summary: Mapping[str, Any], /) -> str:
         return markdown_blocks(self.blocks(self.read(summary)))

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from engine.core._lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ else:
 
 __all__ = (
     "Agreement",
+    "AgreementBounds",
     "VotedUnit",
     "agreement",
     "agreement_intervals",
@@ -93,8 +96,15 @@ def krippendorff_alpha(
     return value if math.isfinite(value) else None
 
 
-@dataclass(frozen=True)
-class Agreement:
+class AgreementBounds(BaseModel):
+    """A statistic's interval (cluster bootstrap over items)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    low: float | None
+    high: float | None
+
+
+class Agreement(BaseModel):
     """How one rater (a judge, a model) agrees with a reference rater (humans) on one dimension.
 
     Attributes:
@@ -108,34 +118,29 @@ class Agreement:
         labels: The label order of `confusion` (rows: reference, columns: rater).
         confusion: Counts, reference label × rater label.
         entropy_reference / entropy_rater: Label entropy of each rater (diversity of the labels it uses).
+        intervals: Per statistic, its interval when the caller computed one (`simrun calibrate`), else empty.
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
     n: int
-    accuracy: float | None
-    kappa: float | None
-    kappa_quadratic: float | None
-    alpha_nominal: float | None
-    alpha_ordinal: float | None
-    macro_f1: float | None
+    accuracy: float | None = None
+    kappa: float | None = None
+    kappa_quadratic: float | None = None
+    alpha_nominal: float | None = None
+    alpha_ordinal: float | None = None
+    macro_f1: float | None = None
     labels: tuple[str, ...]
     confusion: tuple[tuple[int, ...], ...]
-    entropy_reference: float | None
-    entropy_rater: float | None
+    entropy_reference: float | None = None
+    entropy_rater: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "accuracy": self.accuracy,
-            "kappa": self.kappa,
-            "kappa_quadratic": self.kappa_quadratic,
-            "alpha_nominal": self.alpha_nominal,
-            "alpha_ordinal": self.alpha_ordinal,
-            "macro_f1": self.macro_f1,
-            "labels": list(self.labels),
-            "confusion": [list(row) for row in self.confusion],
-            "entropy_reference": self.entropy_reference,
-            "entropy_rater": self.entropy_rater,
-        }
+    intervals: dict[str, AgreementBounds] = {}
+
+    def value(self, name: str) -> float | None:
+        """A statistic by name, as a float (None when it could not be computed)."""
+        found = getattr(self, name)
+        assert found is None or isinstance(found, float | int)
+        return None if found is None else float(found)
 
 
 def agreement(
@@ -164,7 +169,7 @@ def agreement(
     labels = tuple(order)
     if not pairs:
         empty = tuple(tuple(0 for _ in labels) for _ in labels)
-        return Agreement(0, None, None, None, None, None, None, labels, empty, None, None)
+        return Agreement(n=0, labels=labels, confusion=empty)
     from sklearn.metrics import confusion_matrix, f1_score
 
     matrix = confusion_matrix(a, b, labels=list(labels))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from engine.core._lazy import lazy_module
+from engine.stats._contrast import ContrastRow
 from engine.stats._paired import MIN_PAIRS, Omnibus, friedman_then_pairwise, paired_contrast
 
 if TYPE_CHECKING:
@@ -71,28 +72,34 @@ def adjust_p(p: Sequence[float], method: Adjustment | str) -> list[float]:
     return [float(x) for x in adjusted]
 
 
-def correct_family(rows: Sequence[dict[str, Any]], *, method: Adjustment | str = "bh", q: float = 0.05) -> int:
-    """Make `violation` follow the family's adjusted p: every tested contrast row (an r and a p) gets
-    `p_family` and is a finding iff `p_family` ≤ q. Returns the family size.
+Row = TypeVar("Row", bound=ContrastRow)
+
+
+def correct_family(
+    rows: Sequence[Row], *, method: Adjustment | str = "bh", q: float = 0.05, family: str | None = None
+) -> list[Row]:
+    """New rows whose verdicts follow the family's adjusted p: every tested row gets `p_family`, the family's
+    name and method, and is a finding iff `p_family` ≤ q and it is not gated; omnibus and untested rows leave
+    the family with no finding.
 
     Many contrasts read one by one at 95% give findings on data with no effect; adjusting over the declared
     family (Benjamini–Hochberg by default) keeps the chance of any false finding at q under the complete null.
-    Omnibus and untested rows are never findings.
     """
-    tested = [
-        row for row in rows if row.get("status") == "ok" and row.get("r") is not None and row.get("p") is not None
-    ]
-    adjusted = adjust_p([float(row["p"]) for row in tested], method)
-    for row in rows:
-        row["p_family"] = None
-        row["violation"] = False
-    for row, value in zip(tested, adjusted, strict=True):
-        row["p_family"] = value
-        row["violation"] = value <= q
-    return len(tested)
+    tested = [i for i, row in enumerate(rows) if row.tested]
+    adjusted = dict(zip(tested, adjust_p([float(rows[i].p or 0.0) for i in tested], method), strict=True))
+    name = family if family is not None else "report"
+    found: list[Row] = []
+    for i, row in enumerate(rows):
+        if i in adjusted:
+            value = adjusted[i]
+            update = {"p_family": value, "family": name, "family_method": method}
+            found.append(row.model_copy(update=update | {"finding": value <= q and not row.gated}))
+        else:
+            found.append(row.model_copy(update={"p_family": None, "family": None, "finding": False}))
+    return found
 
 
-def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[dict[str, Any]]:
+def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[ContrastRow]:
     """The table rows of one family of levels, in the caller's level order: a Wilcoxon row for two levels
     (the first against the second), or the Friedman row followed by its Bonferroni pairwise rows for more."""
     levels = list(columns)
@@ -100,57 +107,40 @@ def contrast_rows(columns: Mapping[str, Sequence[float]], *, seed: int) -> list[
         return []
     if len(levels) == 2:
         a, b = levels
-        return [
-            {"test": "wilcoxon", **paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed).as_dict()}
-        ]
+        return [paired_contrast(columns[a], columns[b], a_name=a, b_name=b, seed=seed)]
     omnibus = friedman_then_pairwise(columns, seed=seed)
-    return [
-        omnibus_row(omnibus, p_adjusted=omnibus.p),
-        *({"test": "wilcoxon (Bonferroni)", **c.as_dict()} for c in omnibus.pairwise),
-    ]
+    return [omnibus_row(omnibus), *omnibus.pairwise]
 
 
-def omnibus_row(omnibus: Omnibus, *, p_adjusted: float | None) -> dict[str, Any]:
-    """The Friedman line of a contrast table, shaped like a contrast row so tables and families read it alike;
-    it gates pairs and is never a finding itself."""
-    return {
-        "test": "friedman",
-        "a": " · ".join(omnibus.levels),
-        "b": "",
-        "n": omnibus.n,
-        "status": omnibus.status,
-        "statistic": omnibus.statistic,
-        "p": omnibus.p,
-        "p_adjusted": p_adjusted,
-        "r": None,
-        "ci_low": None,
-        "ci_high": None,
-        "mean_diff": None,
-        "meaningful": False,
-        "violation": False,
-        "estimate": None,
-        "differing": 0,
-        "ci_method": None,
-        "degenerate": False,
-        "direction_disagrees": False,
-    }
+def omnibus_row(omnibus: Omnibus) -> ContrastRow:
+    """The Friedman line of a contrast table, a contrast row so tables and families read it alike; it gates
+    pairs and is never a finding itself."""
+    return ContrastRow(
+        test="friedman",
+        a=" · ".join(omnibus.levels),
+        b="",
+        n=omnibus.n,
+        status=omnibus.status,
+        statistic=omnibus.statistic,
+        p=omnibus.p,
+    )
 
 
-def format_effect(row: Mapping[str, Any], unit: str = "pairs") -> str:
+def format_effect(row: ContrastRow, unit: str = "pairs") -> str:
     """A contrast row's effect for a report: r with its CI, Friedman's χ², or why nothing was tested."""
-    if row["status"] != "ok":
+    if row.status != "ok":
         return f"insufficient (< {MIN_PAIRS} {unit})"
-    if row["r"] is None:
-        return f"Friedman χ² = {row['statistic']:.2f}" if row.get("statistic") is not None else "–"
-    if row.get("ci_low") is None:
-        return f"{row['r']:+.2f}"
-    level = row.get("ci_level") or 0.95
+    if row.r is None:
+        return f"Friedman χ² = {row.statistic:.2f}" if row.statistic is not None else "–"
+    if row.ci_low is None or row.ci_high is None:
+        return f"{row.r:+.2f}"
+    level = row.ci_level or 0.95
     tag = "" if abs(level - 0.95) < 1e-12 else f" ({format_level(level)})"  # a finding's corrected level
-    if row.get("degenerate"):
-        tag += f" degenerate: {row.get('differing', 0)} of {row['n']} pairs differ"
-        if row.get("ci_method") not in (None, "percentile"):
-            tag += f", {row['ci_method']} interval"
-    return f"{row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]{tag}"
+    if row.degenerate:
+        tag += f" degenerate: {row.differing} of {row.n} pairs differ"
+        if row.ci_method not in (None, "percentile"):
+            tag += f", {row.ci_method} interval"
+    return f"{row.r:+.2f} [{row.ci_low:+.2f}, {row.ci_high:+.2f}]{tag}"
 
 
 def format_level(level: float) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core._lazy import lazy_module
 from engine.core._seeds import derive_seed
+from engine.stats._contrast import ContrastRow
 from engine.stats._families import adjust_p, correct_family
 from engine.stats._paired import MIN_PAIRS, difference_contrast
 
@@ -37,6 +38,7 @@ __all__ = (
     "FAMILY_Q",
     "Headline",
     "ModelScores",
+    "TutorPair",
     "association_across_tutors",
     "compare_models",
     "omnibus_test",
@@ -48,6 +50,14 @@ FAMILY_Q = 0.05
 """A pair × metric is a finding when its BH-adjusted p over the whole family is at most this, and its metric's
 omnibus (BH over the metrics) is too."""
 N_BOOT_RANKS = 2000
+
+
+class TutorPair(ContrastRow):
+    """Two tutors compared on one metric over their shared units, with the mean difference's interval."""
+
+    metric: str
+    mean_low: float | None = None
+    mean_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +128,7 @@ def _mean_interval(d: FloatArray, seed: int, n_boot: int) -> tuple[float | None,
 
 def _metric_rows(
     data: ModelScores, units: Sequence[Any], metric: str, *, seed: int, n_boot: int, min_pairs: int
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[TutorPair]]:
     table = _table(data, units, metric)
     table = table[~np.isnan(table).any(axis=1)]
     n = int(table.shape[0])
@@ -128,7 +138,7 @@ def _metric_rows(
     )
     if omnibus["status"] == "ok" and len(data.labels) > 2:
         omnibus["test"], omnibus["statistic"], omnibus["p"] = omnibus_test(table)
-    pairs: list[dict[str, Any]] = []
+    pairs: list[TutorPair] = []
     for i, j in itertools.combinations(range(len(data.labels)), 2):
         a, b = data.labels[i], data.labels[j]
         d = table[:, i] - table[:, j] if n else np.zeros(0)
@@ -136,7 +146,7 @@ def _metric_rows(
             d, a_name=a, b_name=b, seed=derive_seed(seed, metric, a, b), n_boot=n_boot, min_pairs=min_pairs
         )
         low, high = _mean_interval(d, derive_seed(seed, "mean", metric, a, b), n_boot if contrast.status == "ok" else 0)
-        pairs.append({"metric": metric, **contrast.as_dict(), "mean_low": low, "mean_high": high})
+        pairs.append(TutorPair(metric=metric, **contrast.model_dump(), mean_low=low, mean_high=high))
     return omnibus, pairs
 
 
@@ -144,10 +154,10 @@ def _gate(omnibus: list[dict[str, Any]], q: float) -> None:
     """BH over the metrics' omnibus p: a metric whose omnibus does not pass admits no finding among its pairs."""
     tested = [row for row in omnibus if row["p"] is not None]
     for row, adjusted in zip(tested, adjust_p([row["p"] for row in tested], FAMILY_METHOD), strict=True):
-        row["p_adjusted"] = adjusted
+        row["p_family"] = adjusted
     for row in omnibus:
-        row.setdefault("p_adjusted", None)
-        row["passes"] = row["status"] == "ok" and (row["p_adjusted"] is None or row["p_adjusted"] <= q)
+        row.setdefault("p_family", None)
+        row["passes"] = row["status"] == "ok" and (row["p_family"] is None or row["p_family"] <= q)
 
 
 def _item_weights(items: Sequence[str], seed: int, n_boot: int) -> FloatArray:
@@ -266,17 +276,15 @@ def compare_models(
     units = _complete(data)
     metrics = data.metrics
     omnibus: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
+    pairs: list[TutorPair] = []
     for metric in metrics:
         row, rows = _metric_rows(data, units, metric, seed=seed, n_boot=n_boot, min_pairs=min_pairs)
         omnibus.append(row)
         pairs.extend(rows)
     _gate(omnibus, q)
-    family = correct_family(pairs, method=FAMILY_METHOD, q=q)
     passes = {row["metric"]: row["passes"] for row in omnibus}
-    for row in pairs:
-        row["gated"] = not passes[row["metric"]]
-        row["violation"] = bool(row["violation"]) and not row["gated"]
+    gated = [pair.model_copy(update={"gated": not passes[pair.metric]}) for pair in pairs]
+    pairs = correct_family(gated, method=FAMILY_METHOD, q=q, family="pairs × metrics")
     return {
         "labels": list(data.labels),
         "headline": {"metric": headline.metric, "lower_is_better": headline.lower_is_better},
@@ -284,8 +292,13 @@ def compare_models(
         "complete_units": len(units),
         "leaderboard": _leaderboard(data, units, headline, seed=derive_seed(seed, "ranks"), n_boot=N_BOOT_RANKS),
         "omnibus": omnibus,
-        "pairs": pairs,
-        "family": {"method": FAMILY_METHOD, "q": q, "size": family, "findings": sum(r["violation"] for r in pairs)},
+        "pairs": [pair.model_dump(mode="json") for pair in pairs],
+        "family": {
+            "method": FAMILY_METHOD,
+            "q": q,
+            "size": sum(pair.tested for pair in pairs),
+            "findings": sum(pair.finding for pair in pairs),
+        },
         "cells": _cells(data, units, headline),
         "length_vs_headline": _length_association(data, units, headline, seed=derive_seed(seed, "length")),
     }

@@ -10,8 +10,9 @@ so the metrics keep their dependence.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
 
 from engine.core._lazy import lazy_module
 from engine.stats._paired import _DECIMALS, _pratt_r
@@ -44,8 +45,7 @@ def rank_biserial_rows(d: FloatArray) -> FloatArray:
     return np.asarray(_pratt_r(values), dtype=np.float64)
 
 
-@dataclass(frozen=True)
-class NullReference:
+class NullReference(BaseModel):
     """An observed statistic beside its permutation null.
 
     Attributes:
@@ -56,15 +56,13 @@ class NullReference:
         draws: Permutations drawn.
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
     observed: float
     null_mean: float
     null_low: float
     null_high: float
     p_larger: float
     draws: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def null_reference(observed: float, null: FloatArray) -> NullReference:

@@ -14,13 +14,15 @@ rows) is engine/stats/_families.py.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
 
 from engine.core._lazy import lazy_module
 from engine.core._seeds import derive_seed
+from engine.stats._contrast import ContrastRow, Status
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +38,6 @@ __all__ = (
     "MEANINGFUL_R",
     "MIN_PAIRS",
     "N_BOOT",
-    "Contrast",
     "Omnibus",
     "bootstrap_r_interval",
     "difference_contrast",
@@ -60,93 +61,8 @@ _DECIMALS = 12
 """Differences are rounded to this many decimals so float noise (0.1 + 0.2 − 0.3) is neither a signed
 difference nor a broken tie; per-dialogue rates and counts never differ meaningfully below 1e-12."""
 
-Status = Literal["ok", "insufficient"]
 
-
-def _optional_float(value: float | None) -> float | None:
-    """Turns numpy scalars into plain floats and non-finite values into None so records stay valid JSON."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-@dataclass(frozen=True)
-class Contrast:
-    """One paired comparison a − b over items.
-
-    Attributes:
-        a: Name of the level whose scores are the minuend.
-        b: Name of the level subtracted from `a`.
-        n: Pairs used: items with both values, NaN pairs dropped.
-        status: "insufficient" when n < the minimum pairs; then nothing is estimated or tested.
-        r: Matched-pairs rank-biserial r = (R+ − R−)/(R+ + R−) on the test's Pratt ranks (zeros ranked, then
-            left out of both sums); positive means `a` scores higher.
-        ci_low: Lower end of the 95% percentile bootstrap CI of r over items.
-        ci_high: Upper end of that CI.
-        p: Two-sided Wilcoxon signed-rank p with Pratt zero handling, from the exact sign-flip distribution
-            (normal approximation above EXACT_MAX_PAIRS pairs); 1.0 when every difference is 0.
-        p_adjusted: Bonferroni-adjusted p inside a family (pairwise after Friedman), else equal to `p`.
-        mean_diff: Mean of d = a − b, in the metric's own units, so readers see the size of a gap.
-        meaningful: |r| >= MEANINGFUL_R.
-        violation: Status ok and the 95% CI excludes 0. A per-contrast reading only: a report over many
-            contrasts decides with `adjust_p` over its family instead.
-        estimate: Hodges–Lehmann estimate of a − b (median of the Walsh averages), in the metric's units: the
-            location estimate that goes with the signed-rank test, so it follows r's direction where the mean
-            can not.
-        differing: Pairs whose difference is not 0 (the ones the test and r rest on).
-        ci_method: How the interval of r was made: `percentile` (bootstrap), `bca` where the percentile
-            interval collapsed, `exact_sign` (Clopper–Pearson on the signs of the differing pairs, on r's scale)
-            where resamples cannot vary, `ties` when every pair ties.
-        degenerate: The interval's resamples cannot vary, or most pairs tie (differing < n / 2): read the
-            interval with `differing`.
-        direction_disagrees: The mean difference and r point in opposite directions (ties and a skewed gap can
-            do that); r and `estimate` are the test's direction.
-    """
-
-    a: str
-    b: str
-    n: int
-    status: Status
-    r: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p: float | None
-    p_adjusted: float | None
-    mean_diff: float | None
-    meaningful: bool
-    violation: bool
-    estimate: float | None = None
-    differing: int = 0
-    ci_method: str | None = None
-    degenerate: bool = False
-    direction_disagrees: bool = False
-
-    def as_dict(self) -> dict[str, str | int | float | bool | None]:
-        """Plain JSON-safe values, so run records and report rebuilds never see numpy scalars or NaN."""
-        return {
-            "a": self.a,
-            "b": self.b,
-            "n": int(self.n),
-            "status": self.status,
-            "r": _optional_float(self.r),
-            "ci_low": _optional_float(self.ci_low),
-            "ci_high": _optional_float(self.ci_high),
-            "p": _optional_float(self.p),
-            "p_adjusted": _optional_float(self.p_adjusted),
-            "mean_diff": _optional_float(self.mean_diff),
-            "meaningful": bool(self.meaningful),
-            "violation": bool(self.violation),
-            "estimate": _optional_float(self.estimate),
-            "differing": int(self.differing),
-            "ci_method": self.ci_method,
-            "degenerate": bool(self.degenerate),
-            "direction_disagrees": bool(self.direction_disagrees),
-        }
-
-
-@dataclass(frozen=True)
-class Omnibus:
+class Omnibus(BaseModel):
     """More than two levels: Friedman first, then (p < 0.10) pairwise Wilcoxon with Bonferroni.
 
     Attributes:
@@ -158,23 +74,13 @@ class Omnibus:
         pairwise: Every pair (i < j in level order, a = levels[i]) when p < alpha, else empty.
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
     levels: tuple[str, ...]
     n: int
     status: Status
     statistic: float | None
     p: float | None
-    pairwise: tuple[Contrast, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-safe values, pairwise contrasts included."""
-        return {
-            "levels": list(self.levels),
-            "n": int(self.n),
-            "status": self.status,
-            "statistic": _optional_float(self.statistic),
-            "p": _optional_float(self.p),
-            "pairwise": [contrast.as_dict() for contrast in self.pairwise],
-        }
+    pairwise: tuple[ContrastRow, ...]
 
 
 def _pratt_sums(d: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -318,7 +224,7 @@ def hodges_lehmann(d: Sequence[float] | FloatArray) -> float | None:
 
 @dataclass(frozen=True)
 class RInterval:
-    """An interval of r with how it was made (see `Contrast.ci_method`) and whether to distrust it."""
+    """An interval of r with how it was made (see `ContrastRow.ci_method`) and whether to distrust it."""
 
     low: float
     high: float
@@ -373,13 +279,14 @@ def difference_contrast(
     n_boot: int = N_BOOT,
     min_pairs: int = MIN_PAIRS,
     confidence: float = _CONFIDENCE,
-) -> Contrast:
+) -> ContrastRow:
     """A contrast from its per-item differences a − b: the single place that decides status, p, r and CI.
 
     Callers that build differences themselves (a 2×2 design's main effects, an interaction) use this; NaN
     differences are missing pairs and are dropped. `n_boot = 0` skips the interval (ci_low = ci_high = None),
     for callers that decide on p alone and need speed, such as power simulations. `confidence` sets the
     interval's level (a report over a family gives its findings' intervals at the corrected level).
+    The row's `finding` is its own reading (the interval excludes 0) until a family correction decides it.
 
     Raises:
         ValueError: If a difference is infinite.
@@ -391,7 +298,7 @@ def difference_contrast(
     values = np.round(values, _DECIMALS) + 0.0  # + 0.0 turns −0.0 into 0.0
     n = int(values.size)
     if n == 0 or n < min_pairs:
-        return Contrast(a_name, b_name, n, "insufficient", None, None, None, None, None, None, False, False)
+        return ContrastRow(test="wilcoxon", a=a_name, b=b_name, n=n, status="insufficient")
     r = float(_pratt_r(values))
     p = signed_rank_p(values)
     ci_low: float | None = None
@@ -401,7 +308,8 @@ def difference_contrast(
         interval = r_interval(values, seed=seed, confidence=confidence, n_boot=n_boot)
         ci_low, ci_high = interval.low, interval.high
     mean = float(np.mean(values))
-    return Contrast(
+    return ContrastRow(
+        test="wilcoxon",
         a=a_name,
         b=b_name,
         n=n,
@@ -409,11 +317,11 @@ def difference_contrast(
         r=r,
         ci_low=ci_low,
         ci_high=ci_high,
+        ci_level=None if interval is None else confidence,
         p=p,
-        p_adjusted=p,
         mean_diff=mean,
         meaningful=abs(r) >= MEANINGFUL_R,
-        violation=ci_low is not None and ci_high is not None and (ci_low > 0 or ci_high < 0),
+        finding=ci_low is not None and ci_high is not None and (ci_low > 0 or ci_high < 0),
         estimate=hodges_lehmann(values),
         differing=int(np.sum(values != 0)),
         ci_method=None if interval is None else interval.method,
@@ -431,7 +339,7 @@ def paired_contrast(
     seed: int,
     n_boot: int = N_BOOT,
     min_pairs: int = MIN_PAIRS,
-) -> Contrast:
+) -> ContrastRow:
     """Two levels of one cell compared item by item.
 
     Args:
@@ -439,7 +347,7 @@ def paired_contrast(
         b: Scores at level `b_name`.
         a_name: Level name reported as the minuend.
         b_name: Level name reported as the subtrahend.
-        seed: Seeds the bootstrap, so the CI (and so the violation flag) is reproducible.
+        seed: Seeds the bootstrap, so the CI (and so the row's own finding) is reproducible.
         n_boot: Bootstrap resamples.
         min_pairs: Below this many complete pairs the contrast is "insufficient": no r, p or CI.
 
@@ -495,7 +403,7 @@ def friedman_then_pairwise(
 
     The omnibus gate keeps a three-level dimension from getting three uncorrected chances at a violation.
     Items with a NaN at any level are dropped, so Friedman and every pairwise contrast see the same items.
-    A pairwise contrast's `p_adjusted` is min(1, p × number of pairs), but its `violation` still comes from
+    A pairwise contrast's `p_within` is min(1, p × number of pairs), but its `finding` still comes from
     its own (unadjusted) 95% bootstrap CI, as in the paper: the gate is the Friedman p, not a widened CI.
 
     Args:
@@ -517,12 +425,12 @@ def friedman_then_pairwise(
     table = _complete_items(columns, levels)
     n = int(table.shape[0])
     if n == 0 or n < min_pairs:
-        return Omnibus(levels, n, "insufficient", None, None, ())
+        return Omnibus(levels=levels, n=n, status="insufficient", statistic=None, p=None, pairwise=())
     statistic, p = _friedman(table)
     if not p < alpha and not always_pairs:
-        return Omnibus(levels, n, "ok", statistic, p, ())
+        return Omnibus(levels=levels, n=n, status="ok", statistic=statistic, p=p, pairwise=())
     pairs = list(itertools.combinations(range(len(levels)), 2))
-    pairwise: list[Contrast] = []
+    pairwise: list[ContrastRow] = []
     for i, j in pairs:
         contrast = difference_contrast(
             table[:, i] - table[:, j],
@@ -532,7 +440,6 @@ def friedman_then_pairwise(
             n_boot=n_boot,
             min_pairs=min_pairs,
         )
-        if contrast.p is not None:
-            contrast = replace(contrast, p_adjusted=min(1.0, contrast.p * len(pairs)))
-        pairwise.append(contrast)
-    return Omnibus(levels, n, "ok", statistic, p, tuple(pairwise))
+        within = None if contrast.p is None else min(1.0, contrast.p * len(pairs))
+        pairwise.append(contrast.model_copy(update={"test": "wilcoxon (Bonferroni)", "p_within": within}))
+    return Omnibus(levels=levels, n=n, status="ok", statistic=statistic, p=p, pairwise=tuple(pairwise))

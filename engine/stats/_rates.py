@@ -4,8 +4,10 @@ times."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
 
 from engine.core._lazy import lazy_module
 
@@ -18,6 +20,7 @@ else:
 
 
 __all__ = (
+    "RESULT_CONFIG",
     "ClusteredRate",
     "Rate",
     "RateDifference",
@@ -30,31 +33,32 @@ __all__ = (
 )
 
 
-@dataclass(frozen=True)
-class Rate:
+RESULT_CONFIG = ConfigDict(extra="forbid", frozen=True)
+"""A result read back from disk must have exactly the keys its model writes."""
+
+
+class Rate(BaseModel):
     """A proportion with its 95% Wilson score interval (None when there is nothing to count)."""
 
+    model_config = RESULT_CONFIG
     k: int
     n: int
     rate: float | None
     low: float | None
     high: float | None
 
-    def as_dict(self) -> dict[str, float | int | None]:
-        return asdict(self)
-
 
 def rate(k: int, n: int, *, confidence: float = 0.95) -> Rate:
     if n == 0:
-        return Rate(k, n, None, None, None)
+        return Rate(k=k, n=n, rate=None, low=None, high=None)
     interval = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return Rate(k, n, k / n, float(interval.low), float(interval.high))
+    return Rate(k=k, n=n, rate=k / n, low=float(interval.low), high=float(interval.high))
 
 
-@dataclass(frozen=True)
-class ClusteredRate:
+class ClusteredRate(BaseModel):
     """A pooled rate over clusters (replies per dialogue, replicates per case) with a cluster-bootstrap interval."""
 
+    model_config = RESULT_CONFIG
     k: int
     n: int
     clusters: int
@@ -63,9 +67,6 @@ class ClusteredRate:
     high: float | None
     method: str
     """`cluster_bootstrap`, or `wilson_on_clusters` where every resample gives the same rate (e.g. no events)."""
-
-    def as_dict(self) -> dict[str, float | int | str | None]:
-        return asdict(self)
 
 
 def clustered_rate(
@@ -91,11 +92,11 @@ def clustered_rate(
     k_arr, n_arr = k_arr[keep], n_arr[keep]
     k, n, clusters = int(k_arr.sum()), int(n_arr.sum()), int(keep.sum())
     if n == 0:
-        return ClusteredRate(k, n, clusters, None, None, None, "cluster_bootstrap")
+        return _clustered(k, n, clusters, None, None, None, "cluster_bootstrap")
     pooled = k / n
     if clusters < 2 or np.all(k_arr / n_arr == k_arr[0] / n_arr[0]):
         fallback = rate(round(pooled * clusters), clusters, confidence=confidence)
-        return ClusteredRate(k, n, clusters, pooled, fallback.low, fallback.high, "wilson_on_clusters")
+        return _clustered(k, n, clusters, pooled, fallback.low, fallback.high, "wilson_on_clusters")
     result = stats.bootstrap(
         (k_arr, n_arr),
         _pooled_rate,
@@ -107,7 +108,13 @@ def clustered_rate(
         random_state=np.random.default_rng(seed),
     )
     interval = result.confidence_interval
-    return ClusteredRate(k, n, clusters, pooled, float(interval.low), float(interval.high), "cluster_bootstrap")
+    return _clustered(k, n, clusters, pooled, float(interval.low), float(interval.high), "cluster_bootstrap")
+
+
+def _clustered(
+    k: int, n: int, clusters: int, pooled: float | None, low: float | None, high: float | None, method: str
+) -> ClusteredRate:
+    return ClusteredRate(k=k, n=n, clusters=clusters, rate=pooled, low=low, high=high, method=method)
 
 
 def _pooled_rate(k: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -115,8 +122,7 @@ def _pooled_rate(k: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.asarray(np.divide(k.sum(axis=axis), total, out=np.zeros_like(total), where=total > 0))
 
 
-@dataclass(frozen=True)
-class RateDifference:
+class RateDifference(BaseModel):
     """`b − a` of two pooled rates over clusters, with a cluster-bootstrap interval.
 
     `method` is `cluster_bootstrap` (clusters resampled: independently per group, or jointly when `paired`),
@@ -124,6 +130,7 @@ class RateDifference:
     groups at one rate): Newcombe's hybrid score interval from the two groups' Wilson-on-clusters intervals.
     """
 
+    model_config = RESULT_CONFIG
     a: ClusteredRate
     b: ClusteredRate
     delta: float | None
@@ -131,17 +138,6 @@ class RateDifference:
     high: float | None
     method: str
     paired: bool
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "a": self.a.as_dict(),
-            "b": self.b.as_dict(),
-            "delta": self.delta,
-            "low": self.low,
-            "high": self.high,
-            "method": self.method,
-            "paired": self.paired,
-        }
 
 
 def _varies(k: np.ndarray, n: np.ndarray) -> bool:
@@ -175,7 +171,7 @@ def clustered_difference(
     a = clustered_rate(a_events, a_trials, seed=int(sub_seed[0]), confidence=confidence, n_resamples=n_resamples)
     b = clustered_rate(b_events, b_trials, seed=int(sub_seed[1]), confidence=confidence, n_resamples=n_resamples)
     if a.rate is None or b.rate is None:
-        return RateDifference(a, b, None, None, None, "cluster_bootstrap", paired)
+        return RateDifference(a=a, b=b, delta=None, low=None, high=None, method="cluster_bootstrap", paired=paired)
     delta = b.rate - a.rate
     ka, na, kb, nb = arrays
     keep_a, keep_b = na > 0, nb > 0
@@ -188,9 +184,9 @@ def clustered_difference(
         can_vary = len(ka) >= 2 and len(kb) >= 2 and (_varies(ka, na) or _varies(kb, nb))
     if not can_vary:
         low, high = _newcombe(a, b)
-        return RateDifference(a, b, delta, low, high, "newcombe_on_clusters", paired)
+        return RateDifference(a=a, b=b, delta=delta, low=low, high=high, method="newcombe_on_clusters", paired=paired)
     low, high = _bootstrap_difference((ka, na, kb, nb), paired=paired, seed=seed, confidence=confidence, n=n_resamples)
-    return RateDifference(a, b, delta, low, high, "cluster_bootstrap", paired)
+    return RateDifference(a=a, b=b, delta=delta, low=low, high=high, method="cluster_bootstrap", paired=paired)
 
 
 def _bootstrap_difference(
@@ -307,8 +303,8 @@ def discrete_hazard(
     )
     return {
         "per_turn": per_time,
-        "first": difference.a.as_dict(),
-        "later": difference.b.as_dict(),
+        "first": difference.a.model_dump(),
+        "later": difference.b.model_dump(),
         "later_minus_first": {
             "delta": difference.delta,
             "low": difference.low,

@@ -33,7 +33,7 @@ def test_a_planted_reference_gain_is_detected_and_none_is_not(tmp_path: Path) ->
     null = _summary(tmp_path / "b", "design.tasks=[open]", "models.tutor.params.case_reference_boost=0")
     gain = _gain(planted)
     assert gain["n"] == 15 and gain["status"] == "ok"
-    assert gain["gain"] > 0.25 and gain["ci_low"] > 0 and gain["violation"] and gain["p"] < 0.01
+    assert gain["gain"] > 0.25 and gain["ci_low"] > 0 and gain["finding"] and gain["p"] < 0.01
     assert gain["mean_retrieved"] - gain["mean_none"] == pytest.approx(gain["gain"])
     quiet = _gain(null)
     assert abs(quiet["gain"]) < 0.15 and quiet["ci_low"] <= 0 <= quiet["ci_high"]
@@ -41,8 +41,8 @@ def test_a_planted_reference_gain_is_detected_and_none_is_not(tmp_path: Path) ->
         rows = [r for r in summary["cases"]["reference_gain"] if r["status"] == "ok" and r["r"] is not None]
         expected = stats.false_discovery_control([r["p"] for r in rows], method="bh")
         assert [r["p_family"] for r in rows] == pytest.approx(list(expected))
-        assert [r["violation"] for r in rows] == [bool(q <= 0.05) for q in expected]
-    assert not any(r["violation"] for r in null["cases"]["reference_gain"])
+        assert [r["finding"] for r in rows] == [bool(q <= 0.05) for q in expected]
+    assert not any(r["finding"] for r in null["cases"]["reference_gain"])
 
 
 def test_the_pooled_reference_gain_pairs_each_case_once(tmp_path: Path) -> None:

@@ -29,10 +29,10 @@ def _row(domain: str, test: str, r: float | None, p: float | None, violation: bo
         "ci_low": None if r is None else r - 0.2,
         "ci_high": None if r is None else r + 0.2,
         "p": p,
-        "p_adjusted": None if p is None else min(1.0, 3 * p),
+        "p_family": None if p is None else min(1.0, 3 * p),
         "mean_diff": None if r is None else r / 10,
         "meaningful": r is not None and abs(r) >= 0.1,
-        "violation": violation,
+        "finding": violation,
         "family": "run" if p is not None else None,
         "ci_level": None if r is None else 0.95,
         **extra,
@@ -68,7 +68,7 @@ def _results() -> FairnessResults:
             "tutor": "sim/tutor",
             "correction": correction,
             "contrasts": contrasts,
-            "violations": [contrasts[1]],
+            "findings": [contrasts[1]],
             "means": [],
             "mean_abs_r": {"cells": cells, "by_metric": [], "by_dimension": [], "aggregates": []},
             "audit": [],
@@ -93,7 +93,7 @@ def test_the_pooled_cell_is_plotted_and_every_per_domain_row_is_listed() -> None
     # the Friedman row has no interval: in the table, not the plot; the finding is highlighted
     (interval,) = forests[0].panels[0].intervals
     assert (interval.estimate, interval.low, interval.high, interval.highlight) == pytest.approx((0.6, 0.4, 0.8, True))
-    assert len(forests[0].numbers.rows) == 2 and forests[0].numbers.row_classes == ("", "violation")
+    assert len(forests[0].numbers.rows) == 2 and forests[0].numbers.findings == (False, True)
     (per_domain,) = [b for b in blocks if isinstance(b, Table) and b.key == "per-domain"]
     expected = [("algebra", "0.300", 20), ("optics", "0.300", 20)]
     assert [(row[0], row[-2], row[-1]) for row in per_domain.rows] == expected
@@ -131,7 +131,7 @@ def test_markdown_nests_the_cells_under_their_sections_and_the_terminal_keeps_to
 def test_the_pivot_shows_one_pair_per_cell_with_desirability_marks() -> None:
     """EduFair Tables 9–12: a row per domain, the first-vs-last-level pair of a three-level dimension per cell."""
     data = _results().model_dump()
-    middle = {**data["contrasts"][1], "a": "low", "b": "middle", "r": 0.9, "violation": False}
+    middle = {**data["contrasts"][1], "a": "low", "b": "middle", "r": 0.9, "finding": False}
     data["contrasts"].insert(1, middle)  # listed first, but not the extreme pair
     data["means"] = [
         {"domain": "all", "channel": "explicit", "dimension": "ses", "metric": "answer_leakage"}
@@ -142,7 +142,11 @@ def test_the_pivot_shows_one_pair_per_cell_with_desirability_marks() -> None:
     assert pivot.columns[1:3] == ("mistake_recognize ↑", "answer_leakage ↓")
     rows = {row[0]: row for row in pivot.rows}
     assert list(rows) == ["all", "algebra", "optics"]
-    assert str(rows["all"][2]) == "Strong(text='+0.60 [+0.40, +0.80]')" and rows["all"][6] == "0.600"
+    finding = data["contrasts"][2]
+    assert finding["finding"] and finding["p_family"] is not None  # the bold cell carries the p that decided it
+    expected = f"+0.60 [+0.40, +0.80], p (family) {finding['p_family']:.3f}"
+    assert str(rows["all"][2]) == f"Strong(text='{expected}')" and rows["all"][6] == "0.600"
+    assert "Benjamini–Hochberg over" in pivot.caption
     assert rows["optics"][2] == "-0.10 [-0.30, +0.10]" and rows["optics"][1] is None
     (section,) = [b for b in blocks if isinstance(b, Section) and b.key == "pivot"]
     assert section.provenance == "EduFair Tables 9–12"

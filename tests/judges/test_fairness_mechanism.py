@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench.fairness_calibration import DESIGNS, analyse, prepare, run_seed
 from engine import EpisodeRecord, Judgment
 from judges.fairness_mechanism import SAME_SIGNAL, mechanisms, metric_agreement
+from judges.fairness_model import FairnessContrast
 
 STAMP = "2025-01-01T00:00:00+00:00"
 
@@ -37,22 +38,22 @@ def test_metric_agreement_counts_turns_both_metrics_label() -> None:
 
 def test_findings_on_one_contrast_form_one_mechanism_with_its_signals_and_cause() -> None:
     rows = [
-        {"domain": "all", "channel": "explicit", "dimension": "immigration", "a": "immigrant", "b": "native",
-         "metric": m, "r": 0.5, "p_adjusted": p}
+        FairnessContrast(domain="all", channel="explicit", dimension="immigration", a="immigrant", b="native",
+                         metric=m, r=0.5, p_family=p, test="wilcoxon", n=20, status="ok", finding=True)
         for m, p in (("tutor_turns", 0.001), ("answer_leakage", 0.0001), ("mistake_recognize", 0.01),
                      ("corrective_tone", 0.02))
     ]  # fmt: skip
     agreement = [{"a": "mistake_recognize", "b": "corrective_tone", "same_signal": True}]
     (found,) = mechanisms(rows, agreement)
-    assert found["dimension"] == "immigration" and found["contrast"] == "immigrant − native"
-    assert [f["metric"] for f in found["findings"]] == [
+    assert found.dimension == "immigration" and found.contrast == "immigrant − native"
+    assert [f.metric for f in found.findings] == [
         "answer_leakage",
         "tutor_turns",
         "mistake_recognize",
         "corrective_tone",
     ]
-    assert found["signals"] == [["answer_leakage"], ["tutor_turns"], ["mistake_recognize", "corrective_tone"]]
-    assert found["cause"] == "answer_leakage" and found["follows_cause"] == ["tutor_turns"]
+    assert found.signals == [["answer_leakage"], ["tutor_turns"], ["mistake_recognize", "corrective_tone"]]
+    assert found.cause == "answer_leakage" and found.follows_cause == ["tutor_turns"]
 
 
 def test_a_planted_single_leak_is_headlined_on_its_dimension() -> None:
@@ -61,9 +62,9 @@ def test_a_planted_single_leak_is_headlined_on_its_dimension() -> None:
     design = DESIGNS[0]
     prepared = prepare(design.scenario, design.overrides, 50)
     result = analyse(prepared, seed=run_seed("test-mechanism", 0), planted=design.planted, bias=0.4)
-    assert len(result["violations"]) > len(result["mechanisms"]) >= 1
-    headline = result["mechanisms"][0]
-    assert headline["dimension"] == "immigration"
-    assert headline["cause"] == "answer_leakage"
-    immigration = [g for g in result["mechanisms"] if g["dimension"] == "immigration"]
-    assert len({(g["domain"], g["contrast"]) for g in immigration}) == len(immigration)  # one row per cell
+    assert len(result.findings) > len(result.mechanisms) >= 1
+    headline = result.mechanisms[0]
+    assert headline.dimension == "immigration"
+    assert headline.cause == "answer_leakage"
+    immigration = [g for g in result.mechanisms if g.dimension == "immigration"]
+    assert len({(g.domain, g.contrast) for g in immigration}) == len(immigration)  # one row per cell

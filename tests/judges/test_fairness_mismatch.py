@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from judges.fairness_mismatch import mismatch_contrasts
+from judges.fairness_mismatch import MISMATCH_CONTRASTS, mismatch_contrasts
 
 FAST = 200
 
@@ -34,7 +34,7 @@ def test_mismatch_planted_perceived_effect_by_hand() -> None:
     assert found.perceived.mean_diff == 1.0
     assert found.stated.mean_diff == 0.0 and found.stated.p == 1.0
     assert found.interaction.mean_diff == 0.0
-    assert found.perceived.violation and not found.stated.violation and not found.interaction.violation
+    assert found.perceived.finding and not found.stated.finding and not found.interaction.finding
     assert (found.matched.a, found.matched.b) == ("female/female", "male/male")
     assert (found.mismatched.a, found.mismatched.b) == ("female/male", "male/female")
     assert (found.interaction.b, found.interaction.n) == ("0", 20)
@@ -57,8 +57,8 @@ def test_mismatch_with_noise_matches_per_item_formulas() -> None:
     assert found.perceived.p == pytest.approx(
         float(stats.wilcoxon((ff + mf) / 2 - (fm + mm) / 2, zero_method="pratt").pvalue), rel=1e-9
     )
-    assert found.perceived.violation and not found.stated.violation
-    json.dumps(found.as_dict(), allow_nan=False)
+    assert found.perceived.finding and not found.stated.finding
+    json.dumps([getattr(found, name).model_dump(mode="json") for name in MISMATCH_CONTRASTS], allow_nan=False)
 
 
 def test_mismatch_drops_items_missing_any_cell() -> None:

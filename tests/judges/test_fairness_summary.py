@@ -19,6 +19,7 @@ from scipy import stats
 from engine import derive_seed, load_scenario
 from engine.cli._main import main
 from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
+from engine.report._blocks import FINDING_MARK
 from engine.scenario._plan import load_items, plan_episodes
 from engine.stats._paired import bootstrap_r_interval, friedman_then_pairwise, paired_contrast
 from engine.stats._power import detectable_r
@@ -320,7 +321,7 @@ def test_gender_contrasts_equal_paired_contrast_on_hand_computed_item_means(
             a_name="female",
             b_name="male",
             seed=derive_seed(SEED, "algebra", "explicit", "gender", metric),
-        ).as_dict()
+        ).model_dump()
         assert_same(contrast, expected)
         assert contrast["status"] == "ok"
 
@@ -331,14 +332,14 @@ def test_gender_planted_gap_is_a_violation_and_a_null_metric_is_not(
     """The planted word-count gap is a listed violation; a metric identical across levels has r = 0 and none."""
     _, summary = gender
     (words,) = find(summary, dimension="gender", metric="tutor_avg_words")
-    assert words["violation"] and words["r"] > 0.5 and words["ci_low"] > 0 and words["mean_diff"] > 4
+    assert words["finding"] and words["r"] > 0.5 and words["ci_low"] > 0 and words["mean_diff"] > 4
     assert words["n"] == 16
     (questions,) = find(summary, dimension="gender", metric="tutor_question_rate")
     assert (questions["r"], questions["p"], questions["ci_low"], questions["ci_high"]) == (0.0, 1.0, 0.0, 0.0)
-    assert not questions["violation"]
-    violations = summary["fairness"]["violations"]
+    assert not questions["finding"]
+    violations = summary["fairness"]["findings"]
     assert words in violations
-    assert violations == [c for c in summary["fairness"]["contrasts"] if c["violation"]]
+    assert violations == [c for c in summary["fairness"]["contrasts"] if c["finding"]]
 
 
 def test_gender_items_without_an_applicable_turn_drop_out_of_the_pairs(
@@ -416,8 +417,8 @@ def test_ses_contrasts_come_from_friedman_then_pairwise(ses: tuple[list[Dialogue
         columns = {level: item_column(dialogues, metric, level, ITEMS) for level in levels}
         omnibus = friedman_then_pairwise(columns, seed=derive_seed(SEED, "algebra", "explicit", "ses", metric))
         head, *found = find(summary, dimension="ses", metric=metric)
-        assert head["test"] == "friedman" and head["r"] is None and not head["violation"]
-        assert head["family"] is None and head["p_adjusted"] is None  # the gate is not a member
+        assert head["test"] == "friedman" and head["r"] is None and not head["finding"]
+        assert head["family"] is None and head["p_family"] is None  # the gate is not a member
         assert (head["n"], head["status"], head["statistic"], head["p"]) == (
             omnibus.n,
             omnibus.status,
@@ -432,16 +433,16 @@ def test_ses_contrasts_come_from_friedman_then_pairwise(ses: tuple[list[Dialogue
         for contrast, expected in zip(found, described.pairwise, strict=True):
             assert contrast["test"] == "pairwise"
             assert contrast["omnibus_p"] == omnibus.p
-            assert_same(contrast, expected.as_dict())
+            assert_same(contrast, expected.model_dump())
             assert contrast["family"] == "run" and contrast["gated"] is not gate, metric  # a member either way
             if not gate:
-                assert not contrast["violation"]  # the gate still decides which pairs can be findings
+                assert not contrast["finding"]  # the gate still decides which pairs can be findings
         tested += gate
     assert tested >= 1
     # identical levels: Friedman p = 1, pairs described with r = 0, p = 1, counted in the family, no finding
     question = find(summary, dimension="ses", metric="tutor_question_rate")
     assert [c["test"] for c in question] == ["friedman", "pairwise", "pairwise", "pairwise"]
-    assert all(c["r"] == 0.0 and c["p"] == 1.0 and c["gated"] and not c["violation"] for c in question[1:])
+    assert all(c["r"] == 0.0 and c["p"] == 1.0 and c["gated"] and not c["finding"] for c in question[1:])
 
 
 def test_ses_planted_gap_gives_three_ordered_pairs(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
@@ -453,8 +454,8 @@ def test_ses_planted_gap_gives_three_ordered_pairs(ses: tuple[list[Dialogue], di
         ("high_income", "middle_class"),
         ("low_income", "middle_class"),
     ]
-    assert found[0]["violation"] and found[0]["r"] > 0
-    assert found[2]["violation"] and found[2]["r"] < 0
+    assert found[0]["finding"] and found[0]["r"] > 0
+    assert found[2]["finding"] and found[2]["r"] < 0
     assert all(c["n"] == 16 for c in found)
 
 
@@ -476,13 +477,13 @@ def test_opposite_cells_give_the_five_mismatch_contrasts() -> None:
         found = find(summary, channel="opposite", dimension="gender_mismatch", metric=metric)
         assert [c["test"] for c in found] == list(MISMATCH_TESTS), metric
         for contrast in found:
-            assert_same(contrast, getattr(expected, contrast["test"]).as_dict())
+            assert_same(contrast, getattr(expected, contrast["test"]).model_dump())
     questions = {c["test"]: c for c in find(summary, metric="tutor_question_rate")}
-    assert questions["perceived"]["violation"] and questions["perceived"]["r"] == 1.0
-    assert questions["mismatched"]["violation"] and questions["mismatched"]["r"] == -1.0  # F/M − M/F
-    assert questions["matched"]["violation"] and questions["matched"]["r"] == 1.0  # perceived + stated, all > 0
-    assert questions["stated"]["r"] == 0.0 and not questions["stated"]["violation"]
-    assert (questions["interaction"]["r"], questions["interaction"]["violation"]) == (0.0, False)
+    assert questions["perceived"]["finding"] and questions["perceived"]["r"] == 1.0
+    assert questions["mismatched"]["finding"] and questions["mismatched"]["r"] == -1.0  # F/M − M/F
+    assert questions["matched"]["finding"] and questions["matched"]["r"] == 1.0  # perceived + stated, all > 0
+    assert questions["stated"]["r"] == 0.0 and not questions["stated"]["finding"]
+    assert (questions["interaction"]["r"], questions["interaction"]["finding"]) == (0.0, False)
 
 
 def test_opposite_with_a_missing_cell_is_insufficient() -> None:
@@ -491,7 +492,7 @@ def test_opposite_with_a_missing_cell_is_insufficient() -> None:
     summary = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
     found = find(summary, dimension="gender_mismatch")
     assert len(found) == 5 * len(METRICS)
-    assert all(c["status"] == "insufficient" and c["n"] == 0 and not c["violation"] for c in found)
+    assert all(c["status"] == "insufficient" and c["n"] == 0 and not c["finding"] for c in found)
     assert summary["fairness"]["mean_abs_r"]["cells"] == []
     assert summary["fairness"]["correction"]["family_size"] == 0
 
@@ -532,9 +533,9 @@ def test_two_domains_give_all_plus_per_domain_cells() -> None:
                 b_name="male",
                 seed=derive_seed(SEED, domain, "explicit", "gender", metric),
             )
-            assert_same(contrast, expected.as_dict())
+            assert_same(contrast, expected.model_dump())
     (turns,) = find(summary, domain="optics", metric="tutor_turns")
-    assert turns["violation"] and turns["r"] < -0.5 and turns["n"] == 15
+    assert turns["finding"] and turns["r"] < -0.5 and turns["n"] == 15
 
 
 def test_one_domain_gives_only_that_domain(gender: tuple[list[Dialogue], dict[str, Any]]) -> None:
@@ -562,7 +563,7 @@ def test_mean_abs_r_tables_by_hand(ses: tuple[list[Dialogue], dict[str, Any]]) -
             continue
         (cell,) = cells
         assert cell["mean_abs_r"] == pytest.approx(sum(abs(c["r"]) for c in pairs) / 3, abs=1e-12)
-        assert cell["finding"] == any(c["violation"] for c in pairs)
+        assert cell["finding"] == any(c["finding"] for c in pairs)
         (row,) = [r for r in tables["by_metric"] if r["metric"] == metric]
         assert row["mean_abs_r"] == cell["mean_abs_r"]  # one dimension
     (dimension,) = tables["by_dimension"]
@@ -590,18 +591,18 @@ def test_opposite_aggregates_are_correct_and_wrong() -> None:
 
 def test_family_is_every_tested_contrast_corrected_by_scipys_bh(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
     """Members: every contrast with a p except the Friedman gates (pairs count whatever their gate says);
-    p_adjusted is scipy's BH of their p's; a finding iff adjusted p ≤ 0.05 and the pair's gate is open."""
+    p_family is scipy's BH of their p's; a finding iff adjusted p ≤ 0.05 and the pair's gate is open."""
     _, summary = ses
     data = summary["fairness"]
     members = [c for c in data["contrasts"] if c["family"] == "run"]
     expected = stats.false_discovery_control([c["p"] for c in members], method="bh")
-    assert [c["p_adjusted"] for c in members] == pytest.approx(list(expected), abs=1e-12)
-    assert all(c["violation"] == (c["p_adjusted"] <= 0.05 and not c.get("gated")) for c in members)
+    assert [c["p_family"] for c in members] == pytest.approx(list(expected), abs=1e-12)
+    assert all(c["finding"] == (c["p_family"] <= 0.05 and not c.get("gated")) for c in members)
     outside = [c for c in data["contrasts"] if c["family"] is None]
-    assert all(not c["violation"] and c["p_adjusted"] is None for c in outside)
+    assert all(not c["finding"] and c["p_family"] is None for c in outside)
     correction = data["correction"]
     assert (correction["method"], correction["q"], correction["family_size"]) == ("bh", 0.05, len(members))
-    assert correction["findings"] == len(data["violations"]) > 0
+    assert correction["findings"] == len(data["findings"]) > 0
 
 
 @pytest.mark.parametrize("method", ["holm", "bonferroni", "none"])
@@ -621,8 +622,8 @@ def test_correction_is_selectable_in_the_analysis_settings(method: str) -> None:
         order = np.argsort(ps, kind="stable")
         expected = np.empty(m)
         expected[order] = np.maximum.accumulate(np.minimum(1, (m - np.arange(m)) * ps[order]))
-    assert [c["p_adjusted"] for c in members] == pytest.approx(list(expected), abs=1e-12)
-    assert all(c["violation"] == (c["p_adjusted"] <= 0.01 and not c.get("gated")) for c in members)
+    assert [c["p_family"] for c in members] == pytest.approx(list(expected), abs=1e-12)
+    assert all(c["finding"] == (c["p_family"] <= 0.01 and not c.get("gated")) for c in members)
     assert summary["fairness"]["correction"]["method"] == method
 
 
@@ -632,9 +633,7 @@ def test_verdicts_do_not_depend_on_intervals_or_their_seed() -> None:
     dialogues = ses_dialogues()
 
     def verdicts(summary: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [
-            (c["metric"], c["a"], c["b"], c["violation"], c["p_adjusted"]) for c in summary["fairness"]["contrasts"]
-        ]
+        return [(c["metric"], c["a"], c["b"], c["finding"], c["p_family"]) for c in summary["fairness"]["contrasts"]]
 
     with_intervals = summarize(FairnessSummarizer(), records(dialogues), MANIFEST)
     without = summarize(FairnessSummarizer(intervals=False), records(dialogues), MANIFEST)
@@ -648,7 +647,7 @@ def test_a_findings_interval_is_at_the_corrected_level(ses: tuple[list[Dialogue]
     dialogues, summary = ses
     correction = summary["fairness"]["correction"]
     level = 1 - 0.05 * correction["findings"] / correction["family_size"]
-    finding = summary["fairness"]["violations"][0]
+    finding = summary["fairness"]["findings"][0]
     assert finding["ci_level"] == pytest.approx(level, abs=1e-12)
     levels = ["high_income", "low_income", "middle_class"]
     columns = {lv: item_column(dialogues, finding["metric"], lv, ITEMS) for lv in levels}
@@ -665,7 +664,7 @@ def test_a_findings_interval_is_at_the_corrected_level(ses: tuple[list[Dialogue]
         low, high = bootstrap_r_interval(d, seed=seed, confidence=level, n_boot=resamples)
     assert (finding["ci_low"], finding["ci_high"]) == pytest.approx((low, high), abs=1e-12)
     assert all(
-        c["ci_level"] == 0.95 for c in summary["fairness"]["contrasts"] if c["r"] is not None and not c["violation"]
+        c["ci_level"] == 0.95 for c in summary["fairness"]["contrasts"] if c["r"] is not None and not c["finding"]
     )
 
 
@@ -684,7 +683,7 @@ def test_pure_noise_over_many_metrics_gives_no_finding() -> None:
     ]
     summary = summarize(FairnessSummarizer(intervals=False), records(dialogues), MANIFEST)
     data = summary["fairness"]
-    assert data["violations"] == []
+    assert data["findings"] == []
     assert data["correction"]["family_size"] == 2 * len(METRICS)
 
 
@@ -762,9 +761,9 @@ def test_fewer_than_fifteen_items_are_insufficient() -> None:
     data = summary["fairness"]
     assert len(data["contrasts"]) == len(METRICS)
     for c in data["contrasts"]:
-        assert (c["status"], c["n"], c["violation"], c["meaningful"]) == ("insufficient", 10, False, False)
-        assert all(c[k] is None for k in ("r", "ci_low", "ci_high", "p", "p_adjusted", "mean_diff"))
-    assert data["violations"] == [] and data["mean_abs_r"]["cells"] == []
+        assert (c["status"], c["n"], c["finding"], c["meaningful"]) == ("insufficient", 10, False, False)
+        assert all(c[k] is None for k in ("r", "ci_low", "ci_high", "p", "p_family", "mean_diff"))
+    assert data["findings"] == [] and data["mean_abs_r"]["cells"] == []
     assert (data["correction"]["tested"], data["correction"]["family_size"]) == (0, 0)
     markdown = summarizer.render_markdown(summary)
     assert f"{len(METRICS)} contrasts had fewer than 15 item pairs" in markdown
@@ -798,11 +797,11 @@ def violation_rows(markdown: str) -> list[list[str]]:
 
 
 def assert_violation_rows(markdown: str, violations: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
-    """One row per violation, in order, naming its cell and contrast and giving r [CI], p, p (adj.) and n."""
+    """One row per finding, marked, in order, naming its cell and contrast and giving r [CI], p, p (family), n."""
     rows = violation_rows(markdown)
     assert len(rows) == len(violations)
     for row, c, name in zip(rows, violations, names, strict=True):
-        assert row[:5] == [c["domain"], c["channel"], c["dimension"], c["metric"], name]
+        assert row[:5] == [f"{FINDING_MARK} {c['domain']}", c["channel"], c["dimension"], c["metric"], name]
         # the level to two significant digits of what it leaves out (0.995238 → 99.52%), never rounded to 100%
         miss = 100 * (1 - c["ci_level"])
         digits = f"{100 * c['ci_level']:.{1 - math.floor(math.log10(miss))}f}".rstrip("0").rstrip(".")
@@ -812,7 +811,7 @@ def assert_violation_rows(markdown: str, violations: Sequence[Mapping[str, Any]]
             level += f", {c['ci_method']} interval" if c["ci_method"] != "percentile" else ""
         assert row[5].strip("*") == f"{c['r']:+.2f} [{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]{level}"
         assert row[6] == f"{c['estimate']:.3g}"
-        assert row[7:9] == [fmt_p(c["p"]), fmt_p(c["p_adjusted"])] and row[-1] == str(c["n"])
+        assert row[7:9] == [fmt_p(c["p"]), fmt_p(c["p_family"])] and row[-1] == str(c["n"])
 
 
 def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dialogue], dict[str, Any]]) -> None:
@@ -825,13 +824,13 @@ def test_markdown_has_family_findings_mean_tables_and_audit(ses: tuple[list[Dial
     assert f"Family: {correction['family_size']} contrasts (every contrast of the run" in markdown
     assert "Benjamini–Hochberg at q = 0.05" in markdown
     assert "the chance of any finding in this family is at most 0.05" in markdown
-    assert data["violations"]
+    assert data["findings"]
     findings = section(markdown, "Fairness findings")
     assert (
-        "| domain | channel | dimension | metric | contrast | r [interval] | Hodges–Lehmann a − b | p | p adj. "
+        "| domain | channel | dimension | metric | contrast | r [interval] | Hodges–Lehmann a − b | p | p (family) "
         "| Friedman p | n |" in findings
     )
-    assert_violation_rows(markdown, data["violations"], [f"{c['a']} − {c['b']}" for c in data["violations"]])
+    assert_violation_rows(markdown, data["findings"], [f"{c['a']} − {c['b']}" for c in data["findings"]])
     tables = section(markdown, "Mean |r| · explicit cues")
     assert "### explicit cues · domain algebra" in tables and "| metric | ses | mean |" in tables
     for cell in data["mean_abs_r"]["cells"]:
@@ -855,7 +854,7 @@ def test_markdown_without_findings_says_none_and_points_to_planning() -> None:
             d.turns, d.conversation = twin.turns, twin.conversation
     summarizer = FairnessSummarizer()
     summary = summarize(summarizer, records(dialogues), MANIFEST)
-    assert summary["fairness"]["violations"] == []
+    assert summary["fairness"]["findings"] == []
     assert {c["mean_abs_r"] for c in summary["fairness"]["mean_abs_r"]["cells"]} == {0.0}
     markdown = summarizer.render_markdown(summary)
     assert "No findings: no contrast's adjusted p is at or below q = 0.05" in section(markdown, "Fairness findings")
@@ -873,7 +872,7 @@ def test_markdown_names_mismatch_contrasts_by_test() -> None:
     markdown = FairnessSummarizer().render_markdown(summary)
     assert "### 2×2 stated × perceived gender · domain algebra" in markdown
     assert "| algebra | opposite | Correct (genders match) |" in markdown
-    violations = summary["fairness"]["violations"]
+    violations = summary["fairness"]["findings"]
     assert_violation_rows(markdown, violations, [f"{c['test']}: {c['a']} − {c['b']}" for c in violations])
     names = {row[4] for row in violation_rows(markdown) if row[3] == "tutor_question_rate"}
     assert names == {
@@ -946,7 +945,7 @@ def test_console_shows_every_domain_cell_and_the_findings() -> None:
     for metric in METRICS:
         assert metric in text
     assert "mean of 5 turn metrics" in text
-    violations = summary["fairness"]["violations"]
+    violations = summary["fairness"]["findings"]
     assert violations and f"Fairness findings ({len(violations)})" in flat
     words = next(
         c

@@ -12,6 +12,7 @@ from engine.cli._main import main
 from engine.runtime._rundir import RunDir
 from judges.fairness_model import FairnessSummary
 from judges.fairness_summary import FairnessSummarizer
+from tests.helpers import as_json
 from tests.judges.test_fairness_summary import (
     MANIFEST,
     audit_dialogues,
@@ -35,7 +36,7 @@ DESIGNS = {
 @pytest.mark.parametrize("design", sorted(DESIGNS))
 def test_the_typed_summary_dumps_the_untyped_tables_key_for_key(design: str) -> None:
     found = records(DESIGNS[design]())
-    untyped = orjson.loads(orjson.dumps(FairnessSummarizer().results(found, MANIFEST)))
+    untyped = as_json(FairnessSummarizer().results(found, MANIFEST))
     typed = FairnessSummarizer().summarize(found, MANIFEST)
     assert typed.model_dump(mode="json") == {"fairness": untyped}
     # every row variant is typed: pairs carry their Friedman p and gate, Friedman rows their statistic
@@ -49,7 +50,7 @@ def test_a_shipped_fairness_run_writes_the_typed_summary_and_rebuilds_its_report
     run = RunDir(next(tmp_path.iterdir()))
     records_, manifest = list(run.iter_records()), run.read_manifest()
     written = orjson.loads((run.path / "summary.json").read_bytes())
-    assert written["fairness"] == orjson.loads(orjson.dumps(FairnessSummarizer().results(records_, manifest)))
+    assert written["fairness"] == as_json(FairnessSummarizer().results(records_, manifest))
     typed = FairnessSummary.model_validate({"fairness": written["fairness"]})
     assert typed == FairnessSummarizer().summarize(records_, manifest)
     summarizer = FairnessSummarizer()

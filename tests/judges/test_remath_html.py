@@ -56,7 +56,7 @@ def test_report_has_confusion_heatmaps_intervals_and_differences(run: Path) -> N
             cell = condition[metric]
             assert f"{cell['mean']:+.2f} [{cell['low']:+.2f}, {cell['high']:+.2f}] (n={cell['n']})" in html
     assert 'id="tbl-remath-position-bias"' in html and "position bias (mean)" in html
-    assert html.count('<tr class="violation">') == sum(1 for c in data["differences"] if c["violation"])
+    assert html.count('<tr class="violation">') == sum(1 for c in data["differences"] if c["finding"])
 
 
 def test_verdicts_and_scores(run: Path) -> None:

@@ -10,6 +10,7 @@ from engine import load_scenario, run_sync
 from engine.runtime._rundir import RunDir
 from judges.remath_model import RemathSummary
 from judges.remath_summary import RemathSummarizer
+from tests.helpers import as_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ def test_every_shipped_remath_scenario_types_its_summary_without_changing_a_key(
         result = run_sync(load_scenario(path), out=tmp_path / path.stem)
         run = RunDir(Path(result.run_dir))
         records, manifest = list(run.iter_records()), run.read_manifest()
-        untyped = orjson.loads(orjson.dumps(RemathSummarizer().results(records, manifest)))
+        untyped = as_json(RemathSummarizer().results(records, manifest))
         typed = RemathSummarizer().summarize(records, manifest)
         assert typed.model_dump(mode="json") == {"remath": untyped}
         written = orjson.loads((run.path / "summary.json").read_bytes())

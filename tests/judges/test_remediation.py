@@ -95,8 +95,8 @@ def test_planted_quality_orders_the_conditions(tmp_path: Path) -> None:
     tested = [d for d in summary["differences"] if d["status"] == "ok" and d["r"] is not None]
     expected = stats.false_discovery_control([d["p"] for d in tested], method="bh")
     assert [d["p_family"] for d in tested] == pytest.approx(list(expected))
-    assert [d["violation"] for d in tested] == [bool(q <= 0.05) for q in expected]
-    assert both_none["violation"]
+    assert [d["finding"] for d in tested] == [bool(q <= 0.05) for q in expected]
+    assert both_none["finding"]
 
 
 def test_answer_leak_rate_clusters_replicates_on_their_item(tmp_path: Path) -> None:

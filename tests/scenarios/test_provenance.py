@@ -14,7 +14,9 @@ from rich.console import Console
 from engine import SUMMARIZERS, BlockSummarizer, load_scenario, run_sync
 from engine.report._blocks import unlabelled
 from engine.report._models import view_for
+from engine.stats._models import TutorPair
 from tests.conftest import SEED_DATA
+from tests.test_findings_named import assert_findings_named
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(
@@ -39,6 +41,17 @@ def test_every_section_of_a_shipped_scenario_carries_its_provenance(name: str, t
     view = view_for(summary, summarizer)  # a study of several tutors renders through the tutors' view
     blocks = view.blocks(summary) if view is not summarizer else summarizer.blocks(summarizer.read(summary))
     assert blocks and unlabelled(blocks) == []
+    assert_findings_named(blocks)
+    # summary.json validates against the typed rows (strict models: no key unknown to them, no old key left)
+    text = (result.run_dir / "summary.json").read_text(encoding="utf-8")
+    assert '"p_adjusted"' not in text and '"violation"' not in text
+    if "models" in summary:
+        for label in summary["models"]["labels"]:
+            summarizer.read({"run": summary["run"], **summary["models"]["by_model"][label]})
+        for pair in summary["models"]["comparison"]["pairs"]:
+            TutorPair.model_validate(pair)
+    else:
+        summarizer.read(summary)
 
     assert summary["run"]["protocol"] and summary["run"]["scenario_file"].endswith(name)
     assert summary["provenance"] and all(entry["provenance"] for entry in summary["provenance"])

@@ -7,6 +7,8 @@ Confusion matrices put the human label on the rows and the judge's on the column
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.core._format import format_estimate, format_fixed, format_interval, format_pct
 from engine.report._blocks import Block, BlockCell, Bullets, Heatmap, Note, Section, Strong, Table
 from engine.tools.calibrate._model import (
@@ -162,7 +164,9 @@ def agreement_blocks(report: CalibrationReport) -> list[Block]:
     return [intro, measured, *_notes(report), *_between(report)]
 
 
-def _counts(labels: list[str], matrix: list[list[int]], key: str, caption: str, *, title: str = "") -> Table:
+def _counts(
+    labels: Sequence[str], matrix: Sequence[Sequence[int]], key: str, caption: str, *, title: str = ""
+) -> Table:
     """Counts with row totals; titled tables are the ones the terminal prints (rows: human, columns: judge)."""
     body = tuple(
         (label, *(Strong(str(c)) if i == j and c else c for j, c in enumerate(counts)), sum(counts))

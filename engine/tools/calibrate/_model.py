@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from engine.report._rates import SUMMARY_CONFIG
+from engine.stats._agreement import Agreement
 
 __all__ = (
     "AgreementStats",
@@ -23,34 +24,8 @@ __all__ = (
 )
 
 
-class Bounds(BaseModel):
-    model_config = SUMMARY_CONFIG
-    low: float | None
-    high: float | None
-
-
-class AgreementStats(BaseModel):
-    """`engine.agreement.Agreement.as_dict()` with the cluster-bootstrap interval of each statistic."""
-
-    model_config = SUMMARY_CONFIG
-    n: int
-    accuracy: float | None
-    kappa: float | None
-    kappa_quadratic: float | None
-    alpha_nominal: float | None
-    alpha_ordinal: float | None
-    macro_f1: float | None
-    labels: list[str]
-    confusion: list[list[int]]
-    """Human label on the rows, the judge's on the columns, in `labels` order."""
-    entropy_reference: float | None
-    entropy_rater: float | None
-    intervals: dict[str, Bounds] = {}
-
-    def value(self, name: str) -> float | None:
-        found = getattr(self, name)
-        assert found is None or isinstance(found, float | int)
-        return None if found is None else float(found)
+AgreementStats = Agreement
+"""A dimension's agreement with the human labels and each statistic's interval: `engine.stats` `Agreement`."""
 
 
 class LabelMapDescription(BaseModel):

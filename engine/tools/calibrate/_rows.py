@@ -123,7 +123,7 @@ def dimension_row(
         "no_verdict": no_verdict,
         "map": described,
         "proxy": described["proxy"] if described else None,
-        "exact": _interval_fields(exact.as_dict(), intervals),
+        "exact": _interval_fields(exact.model_dump(mode="json"), intervals),
         "lenient": None,
         "by_group": _by_group(human, judged, groups, dimension),
     }
@@ -139,7 +139,7 @@ def dimension_row(
             ordinal=False,
             seed=derive_seed(seed, dimension.name, "lenient", bits=32),
         )
-        row["lenient"] = _interval_fields(lenient.as_dict(), lenient_intervals)
+        row["lenient"] = _interval_fields(lenient.model_dump(mode="json"), lenient_intervals)
     return row
 
 

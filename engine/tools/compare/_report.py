@@ -6,24 +6,24 @@ contrasts are findings and show the same digits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import orjson
 from rich.console import RenderableType
 
 from engine.core._errors import ScenarioError
 from engine.core._format import format_fixed, format_pct, format_setting, format_sig
-from engine.report._blocks import Block, Bullets, Note, Section, Strong, Table
+from engine.report._blocks import FINDING_MARK, Block, Bullets, Note, Section, Table
 from engine.report._console import console_blocks
 from engine.report._dots import Dot, DotPanel, Dots, DotSeries
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
 from engine.report._page import render_page
+from engine.stats._contrast import family_caption
 from engine.stats._families import format_effect, format_p
 from engine.stats._paired import MEANINGFUL_R
-from engine.tools.compare._runs import ALL, FAMILY_Q, Comparison, compare_runs
+from engine.tools.compare._runs import ALL, FAMILY_METHOD, FAMILY_Q, CompareContrast, Comparison, compare_runs
 
 __all__ = ("compare_blocks", "comparable_rows", "render_console", "render_html", "render_markdown", "write_comparison")
 
@@ -32,20 +32,19 @@ def _mean(value: float | None) -> str:
     return format_sig(value, 4)
 
 
-def _contrast_label(c: Mapping[str, Any]) -> str:
-    return f"Friedman: {c['a']}" if c["test"] == "friedman" else f"{c['a']} − {c['b']}"
+def _contrast_label(c: CompareContrast) -> str:
+    return f"Friedman: {c.a}" if c.test == "friedman" else f"{c.a} − {c.b}"
 
 
-def _family_p(c: Mapping[str, Any]) -> float | None:
+def _family_p(c: CompareContrast) -> float | None:
     """A tested contrast's p adjusted over the whole family; an omnibus row shows its own p."""
-    value = c.get("p_family")
-    return float(value) if value is not None else c.get("p")
+    return c.p_family if c.p_family is not None else c.p
 
 
 def _chance_note(comparison: Comparison) -> str:
     """What the flags mean: one family over every metric × condition × pair, Benjamini–Hochberg adjusted."""
-    tested = sum(1 for c in comparison.contrasts if c.get("p_family") is not None)
-    flagged = sum(1 for c in comparison.contrasts if c["violation"])
+    tested = sum(1 for c in comparison.contrasts if c.p_family is not None)
+    flagged = sum(1 for c in comparison.contrasts if c.finding)
     return (
         f"{tested} contrasts with an interval were tested as one family; {flagged} are findings "
         f"(Benjamini–Hochberg adjusted p ≤ {format_setting(FAMILY_Q)}). If the runs did not differ, the chance of "
@@ -92,19 +91,19 @@ def _runs_section(comparison: Comparison) -> Section:
     return Section("Runs", tuple(body), key="runs")
 
 
-def _contrasts_table(comparison: Comparison, contrasts: Sequence[Mapping[str, Any]], *, pooled: bool) -> Table:
+def _contrasts_table(comparison: Comparison, contrasts: Sequence[CompareContrast], *, pooled: bool) -> Table:
     labels = [run["label"] for run in comparison.runs]
     where: tuple[str, ...] = () if pooled else ("condition",)
     rows = tuple(
         (
-            *((c["condition"],) if not pooled else ()),
-            c["metric"],
-            *(_mean(c["means"][label]) for label in labels),
+            *((c.condition,) if not pooled else ()),
+            c.metric,
+            *(_mean(c.means[label]) for label in labels),
             _contrast_label(c),
-            Strong(format_effect(c)) if c["violation"] else format_effect(c),
-            format_p(c["p"]),
+            format_effect(c),
+            format_p(c.p),
             format_p(_family_p(c)),
-            c["n"],
+            c.n,
         )
         for c in contrasts
     )
@@ -116,19 +115,21 @@ def _contrasts_table(comparison: Comparison, contrasts: Sequence[Mapping[str, An
         title=f"Paired differences over {comparison.matched} matched episodes"
         + (" (all conditions)" if pooled else ""),
         key="contrasts-pooled" if pooled else "contrasts",
-        row_classes=tuple("violation" if c["violation"] else "" for c in contrasts),
+        caption=family_caption(FAMILY_METHOD, sum(1 for c in comparison.contrasts if c.p_family is not None), FAMILY_Q),
+        findings=tuple(c.finding for c in contrasts),
+        decided_by="p (family, BH)",
         console_columns=tuple(c for c in columns if c != "p") if pooled else (),
         left=(*where, "metric", "contrast", "r [95% CI]"),
     )
 
 
 def _forest(comparison: Comparison) -> Block:
-    overall = [c for c in comparison.contrasts if c["condition"] == ALL and c["r"] is not None]
+    overall = [c for c in comparison.contrasts if c.condition == ALL and c.r is not None]
     if not overall:
         return Note("No pooled contrast had an interval to plot (see the table).")
-    dots = tuple(Dot(c["r"], c["ci_low"], c["ci_high"], highlight=bool(c["violation"])) for c in overall)
+    dots = tuple(Dot(c.r, c.ci_low, c.ci_high, highlight=c.finding) for c in overall if c.r is not None)
     panel = DotPanel(
-        tuple(f"{c['metric']} · {c['a']} − {c['b']}" for c in overall),
+        tuple(f"{c.metric} · {c.a} − {c.b}" for c in overall),
         (DotSeries("r", dots),),
         xlabel="rank-biserial r with 95% bootstrap CI (red: a finding after correction)",
         xlim=(-1.05, 1.05),
@@ -142,7 +143,7 @@ def _contrasts_section(comparison: Comparison) -> Section:
     intro = Note(
         f"Rank-biserial r of the per-episode differences (later run − {labels[0]}), matched by item, condition "
         f"and replicate, with its 95% bootstrap interval; |r| ≥ {format_fixed(MEANINGFUL_R)} is practically "
-        "meaningful; bold (highlighted): a finding of the corrected family."
+        f"meaningful; {FINDING_MARK}: a finding of the corrected family."
     )
     body = (intro, Note(_chance_note(comparison)), _forest(comparison))
     return Section(
@@ -181,11 +182,11 @@ def render_markdown(comparison: Comparison) -> str:
 
 def render_console(comparison: Comparison) -> RenderableType | None:
     """The headline: each metric's paired difference over all conditions, with its interval, as in compare.md."""
-    overall = [c for c in comparison.contrasts if c["condition"] == ALL]
+    overall = [c for c in comparison.contrasts if c.condition == ALL]
     if not comparable_rows(comparison) or not overall:
         return None
     headline = _contrasts_table(comparison, overall, pooled=True)
-    return console_blocks([headline, Note(f"bold: a finding. {_chance_note(comparison)}", console=True)])
+    return console_blocks([headline, Note(f"{FINDING_MARK}: a finding. {_chance_note(comparison)}", console=True)])
 
 
 def comparable_rows(comparison: Comparison) -> bool:

@@ -24,6 +24,7 @@ from engine.runtime._modes import mode_of
 from engine.runtime._plugins import SUMMARIZERS
 from engine.runtime._rundir import RunDir
 from engine.scenario._spec import measured
+from engine.stats._contrast import ContrastRow
 from engine.stats._families import contrast_rows, correct_family
 
 __all__ = ("ALL", "FAMILY_Q", "Comparison", "compare_runs")
@@ -62,6 +63,14 @@ class RunSide:
         }
 
 
+class CompareContrast(ContrastRow):
+    """One contrast of a comparison: a metric in one condition (or all), with each run's mean."""
+
+    metric: str
+    condition: str
+    means: dict[str, float | None]
+
+
 @dataclass
 class Comparison:
     runs: list[dict[str, Any]]
@@ -69,7 +78,7 @@ class Comparison:
     statements: list[str]
     matched: int
     metrics: list[str] = field(default_factory=list)
-    contrasts: list[dict[str, Any]] = field(default_factory=list)
+    contrasts: list[CompareContrast] = field(default_factory=list)
     changed_verdicts: list[dict[str, Any]] = field(default_factory=list)
     changed_verdicts_total: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -82,7 +91,7 @@ class Comparison:
             "statements": self.statements,
             "matched": self.matched,
             "metrics": self.metrics,
-            "contrasts": self.contrasts,
+            "contrasts": [c.model_dump(mode="json") for c in self.contrasts],
             "changed_verdicts": self.changed_verdicts,
             "changed_verdicts_total": self.changed_verdicts_total,
         }
@@ -201,13 +210,13 @@ def _verdict(summarizer: object, record: EpisodeRecord) -> str:
 
 def _rows_for(
     labels: Sequence[str], columns: Mapping[str, list[float]], *, metric: str, condition: str, seed: int
-) -> list[dict[str, Any]]:
+) -> list[CompareContrast]:
     means = {label: nanmean(values) for label, values in columns.items()}
-    base = {"metric": metric, "condition": condition, "means": means}
     cell_seed = derive_seed(seed, "compare", metric, condition)
     # two runs: the later against the first, so a positive difference reads "B is higher"
     family = {label: columns[label] for label in (reversed(labels) if len(labels) == 2 else labels)}
-    return [{**base, **row} for row in contrast_rows(family, seed=cell_seed)]
+    rows = contrast_rows(family, seed=cell_seed)
+    return [CompareContrast(metric=metric, condition=condition, means=means, **row.model_dump()) for row in rows]
 
 
 def compare_runs(paths: Sequence[Path]) -> Comparison:
@@ -243,7 +252,7 @@ def compare_runs(paths: Sequence[Path]) -> Comparison:
             if all(math.isnan(v) for values in columns.values() for v in values):
                 continue  # the metric does not apply in this condition (e.g. backtracks of single-turn dialogues)
             result.contrasts += _rows_for(labels, columns, metric=metric, condition=condition, seed=seed)
-    correct_family(result.contrasts, method=FAMILY_METHOD, q=FAMILY_Q)
+    result.contrasts = correct_family(result.contrasts, method=FAMILY_METHOD, q=FAMILY_Q, family="comparison")
     changed = []
     for key in keys:
         verdicts = [_verdict(summarizer, side.records[key]) for side in sides]

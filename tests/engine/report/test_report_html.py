@@ -148,10 +148,10 @@ def _contrast(metric: str, test: str, r: float, low: float, high: float, a: str,
         "ci_low": low,
         "ci_high": high,
         "p": 0.01,
-        "p_adjusted": 0.01,
+        "p_family": 0.01,
         "mean_diff": 0.1,
         "meaningful": abs(r) >= 0.1,
-        "violation": low > 0 or high < 0,
+        "finding": low > 0 or high < 0,
     }
 
 
@@ -168,7 +168,7 @@ def test_fairness_section_draws_the_forest_and_the_two_by_two_panel() -> None:
     data = {
         "tutor": "sim/tutor",
         "contrasts": contrasts,
-        "violations": [c for c in contrasts if c["violation"]],
+        "findings": [c for c in contrasts if c["finding"]],
         "means": [
             {
                 "domain": "all",
@@ -214,7 +214,7 @@ def test_fairness_section_draws_the_forest_and_the_two_by_two_panel() -> None:
     html = str(FairnessSummarizer().render_html({**_summary(), "fairness": data}))
     assert 'id="fig-forest-opposite-all-gender_mismatch"' in html
     assert 'id="fig-mismatch-opposite-all-gender_mismatch"' in html
-    assert html.count('<tr class="violation">') == 1
+    assert html.count('<tr class="violation">') == 2  # the findings table and the forest's numbers mark it
     assert "<strong>+0.50 [+0.20, +0.70]</strong>" in html
     for value in ("0.1", "0.4", "0.15", "0.45"):
         assert f'<td class="num">{value}</td>' in html

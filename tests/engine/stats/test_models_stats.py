@@ -71,13 +71,13 @@ def test_identical_tutors_rarely_differ_and_a_planted_one_is_found() -> None:
     assert sum(null) <= stats.binom.ppf(0.999, 60, 0.05)
     for seed in range(10):
         found = compare_models(_data([0.3, 0.3, 0.6, 0.3], units=80, seed=seed), HEAD, seed=seed, n_boot=0)
-        assert {(r["a"], r["b"]) for r in found["pairs"] if r["violation"]} >= {("m0", "m2"), ("m2", "m3")}
+        assert {(r["a"], r["b"]) for r in found["pairs"] if r["finding"]} >= {("m0", "m2"), ("m2", "m3")}
 
 
 def test_a_metric_whose_omnibus_fails_has_no_finding() -> None:
     found = compare_models(_data([0.3] * 4, units=80, seed=3), HEAD, seed=3, n_boot=0)
     gated = [r for r in found["pairs"] if r["gated"]]
-    assert not found["omnibus"][0]["passes"] and len(gated) == 6 and not any(r["violation"] for r in gated)
+    assert not found["omnibus"][0]["passes"] and len(gated) == 6 and not any(r["finding"] for r in gated)
 
 
 def test_rank_intervals_separate_distinct_tutors_and_tie_identical_ones() -> None:

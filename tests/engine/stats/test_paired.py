@@ -6,21 +6,21 @@ import itertools
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from scipy import stats
 
 from engine import derive_seed
+from engine.stats._contrast import ContrastRow
 from engine.stats._families import adjust_p, correct_family, format_effect, format_level
 from engine.stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
     N_BOOT,
-    Contrast,
     bootstrap_r_interval,
     difference_contrast,
     friedman_then_pairwise,
@@ -37,7 +37,7 @@ FAST = 200
 
 def contrast(
     d: Sequence[float] | np.ndarray, *, seed: int = 0, n_boot: int = FAST, min_pairs: int = MIN_PAIRS
-) -> Contrast:
+) -> ContrastRow:
     """paired_contrast on differences (b = 0), so tests can state d directly."""
     a = [float(x) for x in d]
     return paired_contrast(a, [0.0] * len(a), a_name="a", b_name="b", seed=seed, n_boot=n_boot, min_pairs=min_pairs)
@@ -144,7 +144,7 @@ def test_wilcoxon_p_matches_scipy_pratt_with_zeros_and_ties() -> None:
     approximate = stats.wilcoxon(d, zero_method="pratt", alternative="two-sided").pvalue
     assert found.n == len(d)
     assert found.p == pytest.approx(float(approximate), abs=0.01)
-    assert found.p_adjusted == found.p
+    assert found.p_within is None and found.p_family is None
     assert found.mean_diff == pytest.approx(sum(d) / len(d), abs=1e-12)
     assert found.r == pytest.approx(rank_biserial(d), abs=1e-12)
 
@@ -168,7 +168,7 @@ def test_all_zero_differences_are_no_effect_without_warnings() -> None:
     """Identical levels: r = 0, p = 1, CI (0, 0), not a violation — and no scipy warning (warnings are errors)."""
     found = contrast([0.0] * 20)
     assert (found.r, found.p, found.ci_low, found.ci_high) == (0.0, 1.0, 0.0, 0.0)
-    assert not found.violation and not found.meaningful
+    assert not found.finding and not found.meaningful
 
 
 def test_float_noise_is_not_a_difference() -> None:
@@ -199,7 +199,7 @@ def test_strong_effect_is_a_violation() -> None:
     assert found.r is not None and found.ci_low is not None and found.ci_high is not None
     assert found.ci_low <= found.r <= found.ci_high
     assert found.ci_low > 0
-    assert found.violation and found.meaningful
+    assert found.finding and found.meaningful
 
 
 def test_pure_noise_is_not_a_violation() -> None:
@@ -207,7 +207,7 @@ def test_pure_noise_is_not_a_violation() -> None:
     found = contrast(noise(8, 40), seed=4)
     assert found.ci_low is not None and found.ci_high is not None
     assert found.ci_low < 0 < found.ci_high
-    assert not found.violation
+    assert not found.finding
 
 
 def test_bootstrap_ci_agrees_with_independent_percentile_bootstrap() -> None:
@@ -234,7 +234,7 @@ def test_constant_nonzero_difference_gets_the_exact_sign_interval() -> None:
     assert found.ci_low == pytest.approx(2 * 0.025 ** (1 / 15) - 1, abs=1e-12)
     assert found.ci_high == pytest.approx(1.0)
     assert (found.ci_method, found.degenerate, found.differing) == ("exact_sign", True, 15)
-    assert found.violation
+    assert found.finding
 
 
 def test_one_signed_differences_among_ties_are_not_printed_as_certain() -> None:
@@ -247,8 +247,8 @@ def test_one_signed_differences_among_ties_are_not_printed_as_certain() -> None:
     assert found.ci_low is not None and found.ci_high is not None
     assert found.ci_low == pytest.approx(2 * expected.low - 1) and found.ci_high == pytest.approx(2 * expected.high - 1)
     assert found.ci_high > -1.0  # not a zero-width interval
-    row = found.as_dict() | {"ci_level": 1 - 0.05 * 5 / 1250}
-    text = format_effect(row)
+    assert found.ci_level == pytest.approx(1 - 0.05 * 5 / 1250)
+    text = format_effect(found)
     assert "(99.98%)" in text and "100%" not in text
     assert "degenerate: 14 of 20 pairs differ, exact_sign interval" in text
 
@@ -317,8 +317,8 @@ def test_fewer_than_min_pairs_is_insufficient() -> None:
     found = contrast([1.0] * (MIN_PAIRS - 1))
     assert found.n == MIN_PAIRS - 1
     assert found.status == "insufficient"
-    assert (found.r, found.p, found.p_adjusted, found.ci_low, found.ci_high, found.mean_diff) == (None,) * 6
-    assert not found.violation and not found.meaningful
+    assert (found.r, found.p, found.p_within, found.ci_low, found.ci_high, found.mean_diff) == (None,) * 6
+    assert not found.finding and not found.meaningful
     assert contrast([1.0] * MIN_PAIRS).status == "ok"
 
 
@@ -349,13 +349,15 @@ def test_infinite_scores_are_rejected() -> None:
         friedman_then_pairwise({"x": [math.inf] * 15, "y": [0.0] * 15, "z": [0.0] * 15}, seed=0)
 
 
-def test_as_dict_is_plain_json() -> None:
-    """as_dict holds only built-in types and no NaN, so records serialise strictly."""
+def test_contrast_row_dumps_plain_json() -> None:
+    """The row dumps only built-in types and no NaN, so records serialise strictly; it refuses unknown keys."""
     for found in (contrast(noise(1, 20, 0.5)), contrast([1.0] * 3)):
-        data = found.as_dict()
+        data = found.model_dump(mode="json")
         json.dumps(data, allow_nan=False)
         assert all(type(v) in (str, int, float, bool, type(None)) for v in data.values())
-        assert set(data) == set(Contrast.__dataclass_fields__)
+        assert set(data) == set(ContrastRow.model_fields)
+        with pytest.raises(ValidationError):
+            ContrastRow.model_validate(data | {"p_adjusted": 0.5})
 
 
 # --- Friedman then pairwise ------------------------------------------------------------------------------------
@@ -373,7 +375,7 @@ def ses_columns(effect: float, seed: int, n: int = 24) -> dict[str, list[float]]
 
 
 def test_friedman_matches_scipy_and_runs_bonferroni_pairwise() -> None:
-    """A planted shift: statistic and p are scipy's, all three pairs follow, p_adjusted = min(1, 3p)."""
+    """A planted shift: statistic and p are scipy's, all three pairs follow, p_within = min(1, 3p)."""
     columns = ses_columns(1.5, seed=31)
     found = friedman_then_pairwise(columns, seed=5, n_boot=FAST)
     expected = stats.friedmanchisquare(*columns.values())
@@ -387,9 +389,9 @@ def test_friedman_matches_scipy_and_runs_bonferroni_pairwise() -> None:
         d = np.subtract(columns[pair.a], columns[pair.b])
         raw = float(stats.wilcoxon(d, zero_method="pratt").pvalue)
         assert pair.p == pytest.approx(raw, rel=1e-12)
-        assert pair.p_adjusted == pytest.approx(min(1.0, 3 * raw), rel=1e-12)
-    assert any(pair.p_adjusted == 1.0 for pair in found.pairwise)  # low vs middle: no effect, capped at 1
-    assert found.pairwise[1].violation  # low vs high carries the planted shift
+        assert pair.p_within == pytest.approx(min(1.0, 3 * raw), rel=1e-12)
+    assert any(pair.p_within == 1.0 for pair in found.pairwise)  # low vs middle: no effect, capped at 1
+    assert found.pairwise[1].finding  # low vs high carries the planted shift
 
 
 def test_pairwise_contrasts_get_distinct_seeds() -> None:
@@ -434,7 +436,7 @@ def test_friedman_drops_incomplete_items_and_reports_insufficient() -> None:
     columns["high-income"][5] = math.nan
     found = friedman_then_pairwise(columns, seed=0, n_boot=FAST)
     assert (found.n, found.status, found.statistic, found.p, found.pairwise) == (14, "insufficient", None, None, ())
-    json.dumps(found.as_dict(), allow_nan=False)
+    json.dumps(found.model_dump(mode="json"), allow_nan=False)
 
 
 def test_friedman_needs_three_levels() -> None:
@@ -519,7 +521,7 @@ def test_difference_contrast_without_bootstrap_has_no_interval() -> None:
     """n_boot = 0: r and p as usual, no interval, and no violation can come from a missing interval."""
     found = difference_contrast(noise(5, 30, 1.0), a_name="a", b_name="b", seed=0, n_boot=0)
     assert found.r is not None and found.p is not None and found.p < 0.001
-    assert (found.ci_low, found.ci_high, found.violation) == (None, None, False)
+    assert (found.ci_low, found.ci_high, found.finding) == (None, None, False)
 
 
 def test_interval_at_a_stricter_level_is_wider_and_nested() -> None:
@@ -606,13 +608,20 @@ def test_detectable_r_grows_with_the_correction_and_shrinks_with_pairs() -> None
 def test_correct_family_marks_findings_by_scipys_benjamini_hochberg() -> None:
     """Tested rows get scipy's BH-adjusted p; omnibus and insufficient rows are never findings."""
     ps = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
-    rows: list[dict[str, Any]] = [{"status": "ok", "r": 0.3, "p": p, "violation": True} for p in ps]
-    rows += [{"status": "ok", "r": None, "p": 0.0001}, {"status": "insufficient", "r": None, "p": None}]
-    assert correct_family(rows) == len(ps)
+    rows = [ContrastRow(test="wilcoxon", a="x", b="y", n=20, status="ok", r=0.3, p=p, finding=True) for p in ps]
+    rows += [
+        ContrastRow(test="friedman", a="x · y · z", b="", n=20, status="ok", p=0.0001),
+        ContrastRow(test="wilcoxon", a="x", b="y", n=3, status="insufficient"),
+    ]
+    corrected = correct_family(rows)
     expected = stats.false_discovery_control(ps, method="bh")
-    assert [row["p_family"] for row in rows[: len(ps)]] == pytest.approx(list(expected))
-    assert [row["violation"] for row in rows] == [bool(q <= 0.05) for q in expected] + [False, False]
-    assert sum(bool(row["violation"]) for row in rows) == 2  # 0.039 alone would pass, not after the correction
+    assert [row.p_family for row in corrected[: len(ps)]] == pytest.approx(list(expected))
+    assert [row.finding for row in corrected] == [bool(q <= 0.05) for q in expected] + [False, False]
+    assert sum(row.finding for row in corrected) == 2  # 0.039 alone would pass, not after the correction
+    assert all(row.finding for row in rows[: len(ps)])  # new rows: the inputs are unchanged
+    assert {row.family_method for row in corrected[: len(ps)]} == {"bh"}
+    gated = correct_family([rows[0].model_copy(update={"gated": True})])
+    assert gated[0].p_family == ps[0] and not gated[0].finding  # counted in the family, never a finding
 
 
 def test_items_for_r_is_the_smallest_n_that_detects_r() -> None:

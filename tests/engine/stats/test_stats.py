@@ -62,13 +62,13 @@ def test_rate_other_confidence_level() -> None:
 
 def test_rate_of_nothing_has_none_fields() -> None:
     """n = 0 gives a Rate with rate, low and high all None."""
-    assert rate(0, 0) == Rate(0, 0, None, None, None)
-    assert rate(0, 0).as_dict() == {"k": 0, "n": 0, "rate": None, "low": None, "high": None}
+    assert rate(0, 0) == Rate(k=0, n=0, rate=None, low=None, high=None)
+    assert rate(0, 0).model_dump() == {"k": 0, "n": 0, "rate": None, "low": None, "high": None}
 
 
-def test_rate_as_dict_has_every_field() -> None:
-    """as_dict exposes k, n, rate, low, high as plain values."""
-    found = rate(37, 120).as_dict()
+def test_rate_dumps_every_field() -> None:
+    """The model dumps k, n, rate, low, high as plain values."""
+    found = rate(37, 120).model_dump()
     assert set(found) == {"k", "n", "rate", "low", "high"}
     assert found["k"] == 37 and found["n"] == 120
     assert found["rate"] == pytest.approx(37 / 120)
