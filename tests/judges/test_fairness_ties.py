@@ -15,7 +15,7 @@ import pytest
 from engine import EpisodeRecord, items_for_r, load_items, load_scenario, plan_episodes
 from judges.fairness_planning import planning_lines
 from judges.fairness_summary import FairnessSummarizer
-from judges.fairness_ties import TieShares, sim_tie_shares, tie_shares
+from judges.fairness_ties import TieShares, _on_sim, sim_tie_shares, tie_shares
 from personas.fairness import FairnessAnalysis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +121,17 @@ def test_planning_line_names_the_measured_ties() -> None:
         f"{sizes[0]} with continuous differences, {sizes[1]} with 30% tied pairs (the mean over metrics), "
         f"{sizes[2]} with 50% (tutor_turns); tie shares from this plan run on the calibrated sim, 8 items per source"
     ) in " ".join(lines)
+
+
+def test_the_measuring_run_is_the_plan_cut_and_played_by_the_sim() -> None:
+    overrides = [
+        'models.tutor={model: openai/qwen, base_url: "http://127.0.0.1:9/v1", params: {temperature: 0.7}}',
+        "limit=5",
+    ]
+    scenario = load_scenario(ROOT / "scenarios" / "fairness.yaml", overrides=overrides)
+    cut = _on_sim(scenario, 3)
+    assert [spec.model for spec in cut.models.tutors] == ["sim/tutor"]
+    assert cut.models.student is not None and cut.models.student.model == "sim/student"
+    assert [j.model for j in cut.models.judge] == ["sim/judge"]
+    assert [source.options["limit"] for source in cut.items] == [3]
+    assert cut.limit is None and cut.design == scenario.design and cut.base_dir == scenario.base_dir
