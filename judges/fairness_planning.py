@@ -73,22 +73,7 @@ def planning_lines(
     ]
     alpha_run = analysis.q if analysis.correction == "none" else analysis.q / run_family
     if power_r is not None:
-        shares = [("continuous differences", 0.0)]
-        if ties is not None:
-            metric, most = ties.most
-            shares += [
-                (f"{ties.mean:.0%} tied pairs (the mean over metrics)", ties.mean),
-                (f"{most:.0%} ({metric})", most),
-            ]
-        sizes = [items_for_r(power_r, alpha_run, tie_share=t) for _, t in shares]
-        parts = [
-            f"{'more than 1000' if n is None else n} with {label}" for n, (label, _) in zip(sizes, shares, strict=True)
-        ]
-        lines.append(
-            f"  items per cell for |r| = {power_r:g} at 80% power, level {alpha_run:.2g} per contrast: "
-            + ", ".join(parts)
-            + (f"; tie shares from this plan run on the calibrated sim, {ties.items} items per source" if ties else "")
-        )
+        lines.append(_power_line(power_r, alpha_run, ties))
     short = 0
     cache: dict[tuple[int, float], float | None] = {}
     for (domain, channel), cell in planned.items():
@@ -111,3 +96,20 @@ def planning_lines(
             "or narrow the family (fewer dimensions, `design.analysis.family: domain`)."
         )
     return lines
+
+
+def _power_line(power_r: float, alpha: float, ties: TieShares | None) -> str:
+    """Items per cell for |r| = power_r with no ties, at the measured mean tie share and at the most tied metric's."""
+    shares = [("continuous differences", 0.0)]
+    if ties is not None:
+        metric, most = ties.most
+        shares += [(f"{ties.mean:.0%} tied pairs (the mean over metrics)", ties.mean), (f"{most:.0%} ({metric})", most)]
+    sizes = [items_for_r(power_r, alpha, tie_share=t) for _, t in shares]
+    parts = [
+        f"{'more than 1000' if n is None else n} with {label}" for n, (label, _) in zip(sizes, shares, strict=True)
+    ]
+    return (
+        f"  items per cell for |r| = {power_r:g} at 80% power, level {alpha:.2g} per contrast: "
+        + ", ".join(parts)
+        + (f"; tie shares from this plan run on the calibrated sim, {ties.items} items per source" if ties else "")
+    )
