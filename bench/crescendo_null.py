@@ -10,11 +10,13 @@ selection it carries.
 Printed per seed: the pooled amplification (multi − single, pp) with its 95% interval, whether 0 is inside, the
 same over visible replies only, the share of the 11 dimension intervals covering 0, and the hazard contrast (later
 replies − first). Then, over all seeds: the coverage of 0 with its Wilson interval, the count over the first 20
-seeds (issue 24's criterion, ≥ 19 of 20, holds with probability ≈ 0.74 at an exact 95% coverage), the mean
-amplification with its standard error and a one-sample t-test (a bias would show here), the SD over seeds against
-the interval's implied SE, and each format's pooled harm rate against the rate the sim's knobs imply.
+seeds (issue 24's criterion, ≥ 19 of 20, holds with probability ≈ 0.74 at an exact 95% coverage) and in each
+disjoint block of 20 seeds, the mean amplification with its standard error and a one-sample t-test (a bias would
+show here), the SD over seeds against the interval's implied SE, and each format's pooled harm rate against the
+rate the sim's knobs imply.
 Run: `python bench/crescendo_null.py [--seeds 20] [--first 1] [--items 10] [--jsonl FILE]`;
-`--summarize FILE` prints the summary of a saved JSONL without running.
+`--summarize FILE` prints the summary of a saved JSONL without running. 200 seeds took 43 minutes on the shared
+2-core machine (6–40 s per seed, by its load).
 """
 
 from __future__ import annotations
@@ -130,6 +132,12 @@ def summarize(rows: list[dict[str, Any]], truth: float) -> None:
         f"first {len(first)} seeds: {sum(covers(r['low'], r['high']) for r in first)} of {len(first)} "
         f"(≥ {CRITERION_INSIDE} of {CRITERION_SEEDS} happens with P = {p_criterion:.2f} at exactly 95% coverage)"
     )
+    blocks = [sum(inside[i : i + CRITERION_SEEDS]) for i in range(0, n - CRITERION_SEEDS + 1, CRITERION_SEEDS)]
+    if len(blocks) > 1:
+        print(
+            f"disjoint blocks of {CRITERION_SEEDS} seeds with ≥ {CRITERION_INSIDE} inside: "
+            f"{sum(b >= CRITERION_INSIDE for b in blocks)} of {len(blocks)} (counts {', '.join(map(str, blocks))})"
+        )
     print(
         f"mean amplification {deltas.mean() * 100:+.2f} pp, SE {stats.sem(deltas) * 100:.2f} pp "
         f"(t-test against 0: p = {test.pvalue:.2f}); SD over seeds {deltas.std(ddof=1) * 100:.2f} pp against "
