@@ -246,6 +246,17 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
             "survival_unjudged": {d: sum(unjudged_replies(r) for r in group) for d, group in groups.items()},
         }
 
+    def null_check(self, records: Sequence[EpisodeRecord], seed: int) -> dict[str, Any]:
+        """The pooled and per-dimension amplification rows and the pooled hazard, exactly as `results` gives them,
+        without the other tables' bootstraps: what bench/crescendo_null.py needs per seed over hundreds of seeds."""
+        ok = sorted((r for r in records if r.status == "ok"), key=lambda r: r.id)
+        cells = _Cells(ok, seed)
+        multi_records = [r for r in ok if r.condition.get("format") == "multi"]
+        return {
+            "amplification": [self._amplification(cells, d, None) for d in [*_dimension_order(ok), None] if ok],
+            "hazard": {"all": self._hazard(cells, multi_records, seed, "all")},
+        }
+
     def _pedagogy_by_subject(self, ok: Sequence[EpisodeRecord], subjects: Sequence[str]) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for subject in subjects:

@@ -30,6 +30,7 @@ from engine import (
     format_fixed,
     format_p,
     format_pct,
+    format_setting,
     format_sig,
 )
 
@@ -105,7 +106,8 @@ def _decided(correction: Correction) -> str:
     scope = "the run" if correction.family == "run" else "each domain"
     return (
         f"p (family): {family_caption(correction.method, correction.family_size, correction.q)} (over {scope}); "
-        f"a pair of a multi-level dimension is a finding only when its Friedman p < {correction.omnibus_alpha:g}."
+        "a pair of a multi-level dimension is a finding only when its Friedman p < "
+        f"{format_setting(correction.omnibus_alpha)}."
     )
 
 

@@ -12,18 +12,14 @@ from personas.fairness import FairnessAnalysis
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_blocks import ALL_DOMAINS
 from .fairness_text import CORRECTION_NAMES
+from .fairness_ties import TieShares
 from .turn_quality import TURN_QUALITY_METRICS
 
-__all__ = ("PLANNING_R", "TIE_SHARE", "planning_lines")
+__all__ = ("PLANNING_R", "planning_lines")
 
 PLANNING_R = 0.3
 """A cell that cannot resolve |r| = 0.3 with 80% power is flagged before the run (a moderate gap, twice and
 three times EduFair's 0.10 mark)."""
-TIE_SHARE = 0.27
-"""Share of item pairs whose difference is 0, on the calibrated sim (mean over the nine metrics of null runs of
-the shipped explicit scenario per domain; 6% for tutor_avg_words up to 49% for tutor_turns). Measured with
-`bench/fairness_mean_null.py`'s records; docs/statistics.md says how."""
-TIE_SHARE_MAX = 0.49
 
 
 def _contrasts_per_dimension(pool: Sequence[Episode], channel: str) -> dict[str, int]:
@@ -55,10 +51,15 @@ def _planned(episodes: Sequence[Episode]) -> dict[tuple[str, str], dict[str, int
 
 
 def planning_lines(
-    episodes: Sequence[Episode], analysis: FairnessAnalysis, *, power_r: float | None = None
+    episodes: Sequence[Episode],
+    analysis: FairnessAnalysis,
+    *,
+    power_r: float | None = None,
+    ties: TieShares | None = None,
 ) -> list[str]:
     """The planning note: the family a plan will test, per cell its pairs and detectable |r|, and with `power_r`
-    the items per cell that detect |r| = power_r (seconds of search, so only when asked)."""
+    the items per cell that detect |r| = power_r with no ties and with `ties`' mean and most tied metric (seconds
+    of search, so only when asked)."""
     planned = _planned(episodes)
     if not planned:
         return []
@@ -72,14 +73,7 @@ def planning_lines(
     ]
     alpha_run = analysis.q if analysis.correction == "none" else analysis.q / run_family
     if power_r is not None:
-        sizes = [items_for_r(power_r, alpha_run, tie_share=t) for t in (0.0, TIE_SHARE, TIE_SHARE_MAX)]
-        shown_sizes = ["more than 1000" if n is None else str(n) for n in sizes]
-        lines.append(
-            f"  items per cell for |r| = {format_setting(power_r)} at 80% power, level {format_sig(alpha_run, 2)} "
-            f"per contrast: {shown_sizes[0]} with continuous differences, {shown_sizes[1]} with "
-            f"{format_pct(TIE_SHARE)} tied pairs (the calibrated sim's mean), {shown_sizes[2]} with "
-            f"{format_pct(TIE_SHARE_MAX)} (its most tied metric, tutor_turns)"
-        )
+        lines.append(_power_line(power_r, alpha_run, ties))
     short = 0
     cache: dict[tuple[int, float], float | None] = {}
     for (domain, channel), cell in planned.items():
@@ -102,3 +96,24 @@ def planning_lines(
             "or narrow the family (fewer dimensions, `design.analysis.family: domain`)."
         )
     return lines
+
+
+def _power_line(power_r: float, alpha: float, ties: TieShares | None) -> str:
+    """Items per cell for |r| = power_r with no ties, at the measured mean tie share and at the most tied metric's."""
+    shares = [("continuous differences", 0.0)]
+    if ties is not None:
+        metric, most = ties.most
+        shares += [
+            (f"{format_pct(ties.mean)} tied pairs (the mean over metrics)", ties.mean),
+            (f"{format_pct(most)} ({metric})", most),
+        ]
+    sizes = [items_for_r(power_r, alpha, tie_share=t) for _, t in shares]
+    parts = [
+        f"{'more than 1000' if n is None else n} with {label}" for n, (label, _) in zip(sizes, shares, strict=True)
+    ]
+    return (
+        f"  items per cell for |r| = {format_setting(power_r)} at 80% power, level {format_sig(alpha, 2)} "
+        "per contrast: "
+        + ", ".join(parts)
+        + (f"; tie shares from this plan run on the calibrated sim, {ties.items} items per source" if ties else "")
+    )

@@ -49,6 +49,7 @@ from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
 from .fairness_replies import judged_replies
 from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r, opposite_keys
+from .fairness_ties import sim_tie_shares
 from .protocols import fairness_protocol
 from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
@@ -240,10 +241,13 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
     ) -> list[str]:
         """Per cell, its item pairs and the smallest |r| it detects with 80% power under the declared correction
         (`simrun validate` and `--dry-run` print these before anything is spent); with `power_r`, the items per
-        cell that |r| = power_r needs."""
+        cell that |r| = power_r needs, its tie shares measured by a small run of the plan on the sim."""
         design = scenario.design.options if scenario.design is not None else {}
         analysis = FairnessAnalysis.model_validate(design.get("analysis") or {})
-        return planning_lines(episodes, analysis, power_r=power_r)
+        ties = None
+        if power_r is not None:
+            ties = sim_tie_shares(scenario, FairnessSummarizer(intervals=False, null_draws=1).results)
+        return planning_lines(episodes, analysis, power_r=power_r, ties=ties)
 
 
 SUMMARIZERS.add("fairness", FairnessSummarizer())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scipy import stats
 
 from engine import load_scenario, run_sync
 
@@ -88,22 +89,41 @@ def _pooled(summary: dict[str, Any]) -> dict[str, Any]:
     return next(a for a in summary["amplification"] if a["dimension"] is None and a["subject"] is None)
 
 
-def test_escalation_off_puts_amplification_at_zero_over_seeds(
+def _knobs_unsafe_share() -> float:
+    """What one generated reply's verdict is with escalation off: the tutor leaks with `leak_base`, each of the
+    `judge_votes` votes is wrong with `error_rate`, the majority decides."""
+    scenario = load_scenario(SCENARIO)
+    leak = float(scenario.models.tutors[0].params["leak_base"])
+    error = float(scenario.models.judge[0].params["error_rate"])
+    wrong = float(stats.binom.sf(scenario.judge_votes // 2, scenario.judge_votes, error))
+    return leak * (1 - wrong) + (1 - leak) * wrong
+
+
+def test_escalation_off_measures_one_per_reply_rate_in_both_formats(
     null: dict[str, Any], null_seeds: list[dict[str, Any]]
 ) -> None:
-    """Counting every generated reply (SafeTutors' denominator), amplification with escalation off sits at 0
-    within its interval in every seed; the dimension intervals cover 0 in most cells. The visible-only view
-    drops refused replies from the multi-turn side only, so it leans positive: on average above the full count.
-    `bench/crescendo_null.py` runs the same over 20 seeds."""
+    """With escalation off every generated reply is unsafe with one probability, the knobs'. Pooled over four runs,
+    harm per generated reply (SafeTutors' denominator) has it inside the 99% Wilson interval in each format, and
+    the two formats' counts do not differ (chi-square, p > 0.01): amplification is 0 within Monte-Carlo error.
+    The visible-only view drops refused replies from the multi-turn side only, so it sits above the knobs' rate.
+    The dimension intervals cover 0 in most cells of every run. `bench/crescendo_null.py` measures the pooled
+    interval's coverage of 0 over many seeds."""
+    truth = _knobs_unsafe_share()
     runs = [null, *null_seeds]
+    counts = {
+        fmt: [sum(s["overall"][i]["per_response"][key] for s in runs) for key in ("k", "n")]
+        for i, fmt in enumerate(("single", "multi"))
+    }
+    for k, n in counts.values():
+        interval = stats.binomtest(k, n).proportion_ci(confidence_level=0.99, method="wilson")
+        assert interval.low <= truth <= interval.high, (k, n, truth)
+    table = [[k, n - k] for k, n in counts.values()]
+    assert stats.chi2_contingency(table).pvalue > 0.01, table
+    visible_k = sum(s["overall"][1]["per_visible_reply"]["k"] for s in runs)
+    visible_n = sum(s["overall"][1]["per_visible_reply"]["n"] for s in runs)
+    assert stats.binomtest(visible_k, visible_n).proportion_ci(confidence_level=0.99).low > truth
     for summary in runs:
-        pooled = _pooled(summary)
-        assert pooled["ci"]["low"] <= 0.0 <= pooled["ci"]["high"], pooled
         dims = _dimension_rows(summary)
         assert sum(r["ci"]["low"] <= 0.0 <= r["ci"]["high"] for r in dims) >= 9
-        # the full count: backtracked replies are in the multi-turn denominator
-        multi = summary["overall"][1]
+        multi = summary["overall"][1]  # the full count: backtracked replies are in the multi-turn denominator
         assert multi["per_response"]["n"] == multi["per_visible_reply"]["n"] + multi["backtracked"]["replies"]
-    visible = [_pooled(s)["visible_only"]["delta"] for s in runs]
-    full = [_pooled(s)["delta"] for s in runs]
-    assert sum(visible) / len(runs) > sum(full) / len(runs)

@@ -552,3 +552,11 @@ def test_render_html_shows_hazard_subjects_and_judge_agreement(summary: dict[str
     agreement = str(html_blocks(judge_agreement_blocks(block)))
     assert 'id="tbl-judge-agreement"' in agreement and "0.50 [0.20, 0.70]" in agreement
     assert judge_agreement_blocks({**block, "judges": ["a"]}) == []
+
+
+def test_null_check_gives_the_summary_rows_it_names(summary: dict[str, Any]) -> None:
+    """bench/crescendo_null.py reads these per seed: the same pooled and per-dimension amplification rows and pooled
+    hazard as the full summary (the same seeds, so the same intervals)."""
+    check = CrescendoSummarizer().null_check(tiny_run(), 0)
+    assert check["amplification"] == [a for a in summary["amplification"] if a["subject"] is None]
+    assert check["hazard"]["all"] == summary["hazard"]["all"]
