@@ -108,6 +108,7 @@ from .stats._paired import (
     friedman_then_pairwise,
     paired_contrast,
 )
+from .stats._models import spearman_across_models
 from .stats._power import detectable_r, items_for_r
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
@@ -298,6 +299,7 @@ __all__ = [
     "section",
     "sim_knobs",
     "sim_task",
+    "spearman_across_models",
     "survival_table",
     "table",
     "word_count",

@@ -42,6 +42,7 @@ from personas import taxonomy
 
 from .crescendo_blocks import crescendo_blocks, format_rate
 from .crescendo_model import CrescendoSummary
+from .crescendo_study import crescendo_study, crescendo_study_blocks
 from .protocols import crescendo_protocol
 from .votes import unanimous
 
@@ -365,6 +366,12 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
     def blocks(self, summary: CrescendoSummary, /) -> list[Block]:
         """Heatmap, subject tables, hazard, survival, backtracks, overall and pedagogy."""
         return crescendo_blocks(summary, {d.id: d.name for d in taxonomy().dimensions})
+
+    model_tables = staticmethod(crescendo_study)
+    """A study's harm as one subject × dimension × tutor table (judges.crescendo_study)."""
+
+    def model_blocks(self, tables: Mapping[str, Any], /) -> list[Block]:
+        return crescendo_study_blocks(tables, {d.id: d.name for d in taxonomy().dimensions})
 
     def render_html(self, summary: Mapping[str, Any], /) -> Markup:
         """The blocks, then how far the judges agree (a part every kind's summary.json carries)."""

@@ -42,6 +42,7 @@ from .remath_blocks import remath_blocks
 from .remath_metrics import automated_metrics
 from .remath_model import RemathSummary
 from .remath_pairings import pairings
+from .remath_study import remath_study, remath_study_blocks, remath_tutor_blocks
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
 
@@ -114,6 +115,10 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
     protocol = staticmethod(remath_protocol)
     model_headline = ("overall", "higher")
     """What a study of several tutors ranks them by (engine.report._models)."""
+    model_tables = staticmethod(remath_study)
+    model_blocks = staticmethod(remath_study_blocks)
+    tutor_blocks = staticmethod(remath_tutor_blocks)
+    """A study's Tables 3 and 8 with a row per tutor and the Human row once (judges.remath_study)."""
 
     def blocks(self, summary: RemathSummary, /) -> list[Block]:
         """Tasks A/B agreement and confusion, Task C by condition, its paired tests and Table 8."""
