@@ -39,6 +39,7 @@ from engine import (
 from .case_recovery import case_recovery
 from .cases_blocks import cases_blocks
 from .cases_model import CasesSummary
+from .cases_study import cases_study, cases_study_blocks
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
 
@@ -99,6 +100,9 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
     protocol = staticmethod(cases_protocol)
     model_headline = ("success", "higher")
     """What a study of several tutors ranks them by (engine.report._models)."""
+    model_tables = staticmethod(cases_study)
+    model_blocks = staticmethod(cases_study_blocks)
+    """Across a study's tutors: each text statistic against success, Spearman (judges.cases_study)."""
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
         return CasesSummary.model_validate(self.results(records, manifest))
