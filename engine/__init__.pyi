@@ -98,6 +98,7 @@ from .scenario._spec import (
 )
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
+from .stats._models import spearman_across_models
 from .stats._null import NULL_DRAWS, NullReference, label_permutations, null_reference, rank_biserial_rows
 from .stats._paired import (
     MEANINGFUL_R,
@@ -108,7 +109,6 @@ from .stats._paired import (
     friedman_then_pairwise,
     paired_contrast,
 )
-from .stats._models import spearman_across_models
 from .stats._power import detectable_r, items_for_r
 from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
 from .tools._calibrate_labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader

@@ -13,7 +13,6 @@ import pytest
 from scipy import stats
 
 import engine
-from engine.runtime._rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO = ["tutor={label: calm, model: sim/tutor}", "tutor={label: rash, model: sim/tutor, params: {leak_base: 0.6}}"]
