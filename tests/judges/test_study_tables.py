@@ -88,3 +88,23 @@ def test_cases_study_correlates_each_text_statistic_with_success(tmp_path: Path)
         "case_recovery",
     }
     assert all(r["rho"] is None and not r["readable"] for r in rows), "two tutors give no correlation"
+
+
+def test_fairness_study_puts_each_tutors_mean_r_and_findings_side_by_side(tmp_path: Path) -> None:
+    scenario = engine.load_scenario(
+        ROOT / "scenarios" / "fairness.yaml", overrides=["design.dimensions=[gender]"], models=TWO
+    )
+    result = engine.run_sync(scenario, out=tmp_path / "runs")
+    summary = orjson.loads((result.run_dir / "summary.json").read_bytes())
+    tables = summary["models"]["tables"]
+    assert tables["tutors"] == ["calm", "rash"] and tables["means"]
+    for label, own in summary["models"]["by_model"].items():
+        means = {(m["domain"], m["row"]): m["mean_abs_r"] for m in tables["means"] if m["tutor"] == label}
+        for d in own["fairness"]["mean_abs_r"]["by_dimension"]:
+            assert means[(d["domain"], d["dimension"])] == d["mean_abs_r"]
+        found = {f["domain"]: f["findings"] for f in tables["findings"] if f["tutor"] == label}
+        violations = own["fairness"]["violations"]
+        assert found == {d: sum(v["domain"] == d for v in violations) for d in found}
+        assert sum(found.values()) >= len(violations)
+    report = (result.run_dir / "report.md").read_text(encoding="utf-8")
+    assert "### Mean |r| and findings per tutor × domain (EduFair Tables 5–8)" in report
