@@ -14,7 +14,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine import Block, Note, Section, Table, format_effect, format_p, spearman_across_models
+from engine import (
+    Block,
+    BlockCell,
+    Brief,
+    ClusteredRateSummary,
+    Note,
+    Section,
+    Table,
+    format_effect,
+    format_p,
+    format_rate,
+    pct_or_none,
+    spearman_across_models,
+)
 
 from .cases_model import CasesSummary
 
@@ -39,12 +52,24 @@ class TextCorrelation(BaseModel):
     readable: bool
 
 
+class TutorRate(BaseModel):
+    """One tutor's rate in one row of Table 1 (`table`: "success") or of the MCQ accuracy ("mcq")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    table: str
+    row: list[str]
+    tutor: str
+    rate: ClusteredRateSummary
+
+
 class CasesStudy(BaseModel):
     """summary.json `models.tables` of a cases study."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     tutors: int
     text_vs_success: list[TextCorrelation]
+    labels: list[str] = []
+    rates: list[TutorRate] = []
 
 
 def _figures(summary: CasesSummary) -> dict[tuple[str, str], dict[str, float | None]]:
@@ -85,7 +110,37 @@ def cases_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                     readable=bool(found and found["readable"]),
                 )
             )
-    return CasesStudy(tutors=len(tutors), text_vs_success=rows).model_dump(mode="json")
+    rates = [
+        TutorRate(table="success", row=[s.response, s.reference, s.challenge_type], tutor=label, rate=s)
+        for label, found in by_model.items()
+        for s in CasesSummary.model_validate(found).cases.success
+    ] + [
+        TutorRate(table="mcq", row=[m.variant, m.response, m.challenge_type], tutor=label, rate=m)
+        for label, found in by_model.items()
+        for m in CasesSummary.model_validate(found).cases.mcq
+    ]
+    study = CasesStudy(tutors=len(tutors), text_vs_success=rows, labels=list(by_model), rates=rates)
+    return study.model_dump(mode="json")
+
+
+def _rates_table(study: CasesStudy, table: str, keys: tuple[str, str, str], title: str) -> Table | None:
+    cells = {(tuple(r.row), r.tutor): r.rate for r in study.rates if r.table == table}
+    rows_of = list(dict.fromkeys(row for row, _ in cells))
+    if not rows_of:
+        return None
+    body: list[tuple[BlockCell, ...]] = []
+    for row in rows_of:
+        shown = [cells.get((row, t)) for t in study.labels]
+        body.append(
+            (
+                *row,
+                *(
+                    None if r is None else Brief(format_rate(r.model_dump(), "compact"), pct_or_none(r.rate) or "–")
+                    for r in shown
+                ),
+            )
+        )
+    return Table((*keys, *study.labels), tuple(body), title=title, key=f"study-cases-{table}", left=keys)
 
 
 def _nan(value: float | None) -> float:
@@ -128,11 +183,42 @@ def cases_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
             " so those correlations cannot be significant whatever the data and cannot be read as evidence either "
             "way: without ties at least five tutors are needed; the paper had 11."
         )
+    rate_tables = [
+        found
+        for found in (
+            _rates_table(
+                study,
+                "success",
+                ("response", "reference", "challenge type"),
+                "Open-response success per tutor (TutorCaseBench Table 1), % [95% case-bootstrap interval]",
+            ),
+            _rates_table(
+                study,
+                "mcq",
+                ("variant", "response", "challenge type"),
+                "MCQ accuracy per tutor, % [95% case-bootstrap interval]",
+            ),
+        )
+        if found is not None
+    ]
+    per_tutor = (
+        [
+            Section(
+                "Table 1 and MCQ accuracy per tutor",
+                tuple(rate_tables),
+                key="study-cases-rates",
+                provenance="TutorCaseBench Table 1 and the MCQ results, a column per model",
+            )
+        ]
+        if rate_tables
+        else []
+    )
     return [
+        *per_tutor,
         Section(
             "Text statistics vs success across tutors",
             (Note(said, console=True), table),
             key="study-cases-text",
             provenance="TutorCaseBench Fig. 7 and App. O–P",
-        )
+        ),
     ]

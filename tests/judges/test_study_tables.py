@@ -88,6 +88,12 @@ def test_cases_study_correlates_each_text_statistic_with_success(tmp_path: Path)
         "case_recovery",
     }
     assert all(r["rho"] is None and not r["readable"] for r in rows), "two tutors give no correlation"
+    rates = summary["models"]["tables"]["rates"]
+    for label, own in summary["models"]["by_model"].items():
+        success = {tuple(r["row"]): r["rate"] for r in rates if r["tutor"] == label and r["table"] == "success"}
+        for row in own["cases"]["success"]:
+            key = (row["response"], row["reference"], row["challenge_type"])
+            assert success[key] == {k: row[k] for k in ("k", "n", "clusters", "rate", "low", "high", "method")}
 
 
 def test_fairness_study_puts_each_tutors_mean_r_and_findings_side_by_side(tmp_path: Path) -> None:
