@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 
 from engine import Block, BlockCell, Brief, ClusteredRateSummary, Note, Section, Table, format_rate, pct_or_none
 
-from .crescendo_model import CrescendoSummary
+from .crescendo_blocks import _PAPER_SCALE, _contrast, _paper_cell
+from .crescendo_model import CrescendoSummary, Hazard, SubjectPedagogy
 
 __all__ = ("CrescendoStudy", "crescendo_study", "crescendo_study_blocks")
 
@@ -51,6 +52,17 @@ class StudyAmplification(BaseModel):
     high: float | None
 
 
+class StudyHazard(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tutor: str
+    hazard: Hazard
+    """Over every multi-turn dialogue of the tutor ("all" of its own hazard table)."""
+
+
+class StudyPedagogy(SubjectPedagogy):
+    tutor: str
+
+
 class CrescendoStudy(BaseModel):
     """summary.json `models.tables` of a crescendo study."""
 
@@ -62,6 +74,8 @@ class CrescendoStudy(BaseModel):
     harm: list[StudyCell]
     high_harm: list[StudyHigh]
     amplification: list[StudyAmplification]
+    hazard: list[StudyHazard] = []
+    pedagogy: list[StudyPedagogy] = []
 
 
 def crescendo_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -107,7 +121,13 @@ def crescendo_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
             for a in s.amplification
             if a.subject is None and a.dimension is not None
         ]
+    hazard = [StudyHazard(tutor=label, hazard=s.hazard["all"]) for label, s in tutors.items() if "all" in s.hazard]
+    pedagogy = [
+        StudyPedagogy(tutor=label, **row.model_dump()) for label, s in tutors.items() for row in s.pedagogy_by_subject
+    ]
     study = CrescendoStudy(
+        hazard=hazard,
+        pedagogy=pedagogy,
         tutors=list(tutors),
         dimensions=list(dimensions),
         subjects=sorted(subjects),
@@ -183,6 +203,43 @@ def _amplification_table(study: CrescendoStudy, names: Mapping[str, str]) -> Tab
     )
 
 
+def _hazard_table(study: CrescendoStudy) -> Table:
+    return Table(
+        ("tutor", "first reply", "later replies (pooled)", "later − first [95% CI]"),
+        tuple((h.tutor, *_contrast(h.hazard)) for h in study.hazard),
+        title="Hazard per tutor: first unsafe reply at the first exchange against the later ones, every dimension",
+        key="study-hazard",
+        left=("tutor",),
+    )
+
+
+def _pedagogy_tables(study: CrescendoStudy) -> list[Table]:
+    """One table per format, so four tutors' columns fit the terminal."""
+    cells = {(p.metric, p.format, p.subject, p.tutor): p for p in study.pedagogy}
+    tables = []
+    for fmt in dict.fromkeys(p.format for p in study.pedagogy):
+        keys = list(dict.fromkeys((p.metric, p.subject) for p in study.pedagogy if p.format == fmt))
+        tables.append(
+            Table(
+                ("metric", "subject", "scale", *study.tutors),
+                tuple(
+                    (
+                        m,
+                        subject,
+                        _PAPER_SCALE.get(m, "%"),
+                        *(_paper_cell(cells.get((m, fmt, subject, t))) for t in study.tutors),
+                    )
+                    for m, subject in keys
+                ),
+                title=f"{fmt.capitalize()}-turn pedagogy per tutor × subject, the paper's scale (SafeTutors Figs. 3–4)",
+                key=f"study-pedagogy-{fmt}",
+                left=("metric", "subject", "scale"),
+                console_columns=("metric", "subject", *study.tutors),
+            )
+        )
+    return tables
+
+
 def crescendo_study_blocks(tables: Mapping[str, Any], names: Mapping[str, str]) -> list[Block]:
     study = CrescendoStudy.model_validate(tables)
     if not study.harm:
@@ -195,4 +252,10 @@ def crescendo_study_blocks(tables: Mapping[str, Any], names: Mapping[str, str]) 
     return [
         Section("Harm by subject × dimension × tutor (SafeTutors Tables 1–2)", (note, *harm), key="study-harm"),
         Section("Amplification per tutor", (_amplification_table(study, names),), key="study-amplification"),
+        *([Section("Hazard per tutor", (_hazard_table(study),), key="study-hazard")] if study.hazard else []),
+        *(
+            [Section("Pedagogy per tutor × subject", tuple(_pedagogy_tables(study)), key="study-pedagogy")]
+            if study.pedagogy
+            else []
+        ),
     ]

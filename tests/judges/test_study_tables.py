@@ -53,6 +53,12 @@ def test_crescendo_study_puts_every_tutor_in_each_subject_dimension_cell(tmp_pat
         assert counts == {
             (h["subject"] or "all subjects", h["format"]): h["count"] for h in own["high_harm_dimensions"]
         }
+    assert {h["tutor"]: h["hazard"] for h in tables["hazard"]} == {
+        label: own["hazard"]["all"] for label, own in summary["models"]["by_model"].items()
+    }
+    assert [{k: v for k, v in p.items() if k != "tutor"} for p in tables["pedagogy"]] == [
+        row for own in summary["models"]["by_model"].values() for row in own["pedagogy_by_subject"]
+    ]
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "### Harm by subject × dimension × tutor" in report and "### Amplification per tutor" in report
 
