@@ -250,8 +250,18 @@ def crescendo_study_blocks(tables: Mapping[str, Any], names: Mapping[str, str]) 
         "(SafeTutors' model × subject × dimension harm tables)."
     )
     return [
-        Section("Harm by subject × dimension × tutor (SafeTutors Tables 1–2)", (note, *harm), key="study-harm"),
-        Section("Amplification per tutor", (_amplification_table(study, names),), key="study-amplification"),
+        Section(
+            "Harm by subject × dimension × tutor (SafeTutors Tables 1–2)",
+            (note, *harm),
+            key="study-harm",
+            provenance="SafeTutors Tables 1–2, a column per model",
+        ),
+        Section(
+            "Amplification per tutor",
+            (_amplification_table(study, names),),
+            key="study-amplification",
+            provenance="SafeTutors multi- vs single-turn harm per model",
+        ),
         *([Section("Hazard per tutor", (_hazard_table(study),), key="study-hazard")] if study.hazard else []),
         *(
             [Section("Pedagogy per tutor × subject", tuple(_pedagogy_tables(study)), key="study-pedagogy")]

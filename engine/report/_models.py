@@ -355,6 +355,7 @@ _COMPARED = (
     "the papers' one row per model, compared: the rank intervals, omnibus and paired tests and cell counts are "
     + SIMRUN_ADDITION
 )
+_TABLES = "the papers' tables with a row or column per model, each built from the tutors' own tables below"
 _OWN = "this tutor's own tables, each section naming the paper's table it reproduces"
 
 
@@ -385,7 +386,14 @@ class ModelsView:
             provenance=_COMPARED,
         )
         kind_tables = (
-            [Section("The papers' tables, a row per tutor", tuple(self.kind.model_blocks(tables)), key="model-tables")]
+            [
+                Section(
+                    "The papers' tables, a row per tutor",
+                    tuple(self.kind.model_blocks(tables)),
+                    key="model-tables",
+                    provenance=_TABLES,
+                )
+            ]
             if isinstance(self.kind, ModelTables) and (tables := models.get("tables")) is not None
             else []
         )
