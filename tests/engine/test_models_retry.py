@@ -11,6 +11,7 @@ import pytest
 
 import engine
 from engine.runtime._rundir import RunDir
+from engine.scenario._budget import Budget
 from engine.tools._serve import LoopbackServer, ServeOptions
 from tests.helpers import make_scenario
 
@@ -45,3 +46,25 @@ async def test_retry_errors_completes_a_study_once_the_dead_tutor_is_back(
     assert again.status == "finished" and again.errors == 0
     assert set(latest) == {e.id for e in planned} and all(r.status == "ok" for r in latest.values())
     assert Counter(r.tutor for r in latest.values()) == {"alive": len(planned) // 2, "back": len(planned) // 2}
+
+
+def test_max_cost_stops_a_study_with_every_tutor_within_one_unit(tmp_path: Path) -> None:
+    """`--max-cost` is the run's one budget over every tutor's spend: it stops admitting, and the interleaved plan
+    leaves the tutors balanced."""
+    tutors = [
+        {"label": "calm", "model": "sim/tutor"},
+        {"label": "rash", "model": "sim/tutor", "params": {"leak_base": 0.6}},
+    ]
+    prices = {"sim/tutor": {"input": 1000.0, "output": 1000.0}}
+    scenario = make_scenario(
+        tmp_path,
+        models={"tutor": tutors, "student": "sim/student", "judge": ["sim/judge"]},
+        prices=prices,
+        concurrency=1,
+    )
+    result = engine.run_sync(scenario, out=tmp_path / "runs", budget=Budget(max_cost=0.5))
+    records = list(RunDir(result.run_dir).iter_records())
+    assert result.status == "interrupted" and "cost budget reached" in (result.reason or "")
+    counts = Counter(r.tutor for r in records)
+    assert 0 < len(records) < len(engine.Runner(scenario).episodes)
+    assert abs(counts["calm"] - counts["rash"]) <= 1
