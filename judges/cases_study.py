@@ -147,6 +147,39 @@ def _nan(value: float | None) -> float:
     return float("nan") if value is None else value
 
 
+def _rate_section(study: CasesStudy) -> list[Block]:
+    rate_tables = [
+        found
+        for found in (
+            _rates_table(
+                study,
+                "success",
+                ("response", "reference", "challenge type"),
+                "Open-response success per tutor (TutorCaseBench Table 1), % [95% case-bootstrap interval]",
+            ),
+            _rates_table(
+                study,
+                "mcq",
+                ("variant", "response", "challenge type"),
+                "MCQ accuracy per tutor, % [95% case-bootstrap interval]",
+            ),
+        )
+        if found is not None
+    ]
+    return (
+        [
+            Section(
+                "Table 1 and MCQ accuracy per tutor",
+                tuple(rate_tables),
+                key="study-cases-rates",
+                provenance="TutorCaseBench Table 1 and the MCQ results, a column per model",
+            )
+        ]
+        if rate_tables
+        else []
+    )
+
+
 def cases_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
     study = CasesStudy.model_validate(tables)
     rows = study.text_vs_success
@@ -183,38 +216,8 @@ def cases_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
             " so those correlations cannot be significant whatever the data and cannot be read as evidence either "
             "way: without ties at least five tutors are needed; the paper had 11."
         )
-    rate_tables = [
-        found
-        for found in (
-            _rates_table(
-                study,
-                "success",
-                ("response", "reference", "challenge type"),
-                "Open-response success per tutor (TutorCaseBench Table 1), % [95% case-bootstrap interval]",
-            ),
-            _rates_table(
-                study,
-                "mcq",
-                ("variant", "response", "challenge type"),
-                "MCQ accuracy per tutor, % [95% case-bootstrap interval]",
-            ),
-        )
-        if found is not None
-    ]
-    per_tutor = (
-        [
-            Section(
-                "Table 1 and MCQ accuracy per tutor",
-                tuple(rate_tables),
-                key="study-cases-rates",
-                provenance="TutorCaseBench Table 1 and the MCQ results, a column per model",
-            )
-        ]
-        if rate_tables
-        else []
-    )
     return [
-        *per_tutor,
+        *_rate_section(study),
         Section(
             "Text statistics vs success across tutors",
             (Note(said, console=True), table),
