@@ -64,3 +64,20 @@ async def test_when_every_tutor_is_dead_the_ray_run_stops(
     assert result.status == "interrupted" and result.reason is not None
     assert result.reason.startswith("circuit breaker opened:") and "quota" in result.reason
     assert result.ok == 0 and result.errors < len(engine.Runner(scenario).episodes)
+
+
+async def test_a_study_on_ray_equals_the_same_study_run_locally(tmp_path: Path, ray_cluster: Any) -> None:
+    """Two sim tutors on two workers: the same records, per-tutor tables and comparison as in one process."""
+    tutors = [
+        {"label": "calm", "model": "sim/tutor"},
+        {"label": "rash", "model": "sim/tutor", "params": {"leak_base": 0.6}},
+    ]
+    models = {"tutor": tutors, "student": "sim/student", "judge": ["sim/judge"]}
+    local = await engine.run(make_scenario(tmp_path, models=models), out=tmp_path / "local")
+    on_ray = await engine.run(
+        make_scenario(tmp_path, models=models, executor={"name": "ray", "workers": 2}), out=tmp_path / "ray"
+    )
+    summaries = [orjson.loads((r.run_dir / "summary.json").read_bytes()) for r in (local, on_ray)]
+    assert summaries[0]["models"] == summaries[1]["models"] and summaries[0]["models"]["labels"] == ["calm", "rash"]
+    texts = [{r.id: [t.text for t in r.turns] for r in RunDir(x.run_dir).iter_records()} for x in (local, on_ray)]
+    assert texts[0] == texts[1]
