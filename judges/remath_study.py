@@ -22,6 +22,7 @@ __all__ = ("RemathStudy", "remath_study", "remath_study_blocks", "remath_tutor_b
 
 SHARED = frozenset({"human", "original"})
 """Rows that replay the same reply for every tutor (the expert's, the novice's)."""
+_WHOSE = {"human": "expert", "original": "novice"}
 
 
 class TutorCondition(Condition):
@@ -103,7 +104,7 @@ def remath_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
         )
         blocks.append(Section("Task C per tutor (the paper's Table 3)", (Note(said), table), key="study-remath-t3"))
     if study.automated:
-        shared = [("–", _row_name(r.given), r) for r in study.shared_automated]
+        shared = [(_WHOSE.get(r.given, "–"), _row_name(r.given), r) for r in study.shared_automated]
         rows8 = shared + [(r.tutor, _row_name(r.given), r) for r in study.automated]
         table8 = Table(
             ("tutor", "given", "n", *AUTOMATED_METRICS),
@@ -111,6 +112,7 @@ def remath_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
             title="ReMath Task C (Table 8) per tutor: automated metrics vs the expert reply",
             key="study-remath-automated",
             left=("tutor", "given"),
+            console_columns=("tutor", "given", "n", "rouge1", "rougeL", "bleu", "length"),
         )
         blocks.append(Section("Automated metrics per tutor (the paper's Table 8)", (table8,), key="study-remath-t8"))
     return blocks
