@@ -196,11 +196,24 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
         blocks.append(
             Note(
                 f"Across the {found['tutors']} tutors, Spearman's ρ between mean reply length (words) and "
-                f"{head['metric']}: {_rho_interval(found)}.",
+                f"{head['metric']}: {_rho_interval(found)}{_readable(found)}.",
                 console=True,
             )
         )
     return blocks
+
+
+def _readable(found: Mapping[str, Any]) -> str:
+    """The exact permutation p over the tutors, and whether so few tutors can give a significant ρ at all."""
+    if found.get("p") is None:
+        return ""
+    said = f"; exact permutation p over the tutors {format_p(found['p'])}"
+    if not found.get("readable"):
+        said += (
+            f", and {format_p(found['min_p'])} is the smallest p {found['tutors']} tutors can give, so this ρ cannot "
+            "be read as evidence either way"
+        )
+    return said
 
 
 def _rho_interval(found: Mapping[str, Any]) -> str:

@@ -179,7 +179,17 @@ def association_across_tutors(
     ]
     low, high = np.percentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
     rho = float(stats.spearmanr(mean_x, mean_y).statistic)
-    return {"rho": rho, "low": float(low), "high": float(high), "tutors": int(x.shape[1]), "units": int(x.shape[0])}
+    exact = spearman_across_models(mean_x.tolist(), mean_y.tolist(), seed=seed) or {}
+    return {
+        "rho": rho,
+        "low": float(low),
+        "high": float(high),
+        "tutors": int(x.shape[1]),
+        "units": int(x.shape[0]),
+        "p": exact.get("p"),
+        "min_p": exact.get("min_p"),
+        "readable": bool(exact.get("readable")),
+    }
 
 
 def spearman_across_models(x: Sequence[float], y: Sequence[float], *, seed: int = 0) -> dict[str, Any] | None:
