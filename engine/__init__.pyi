@@ -90,6 +90,7 @@ from .scenario._spec import ModelSpec, Scenario
 from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
 from .stats._contrast import ContrastRow, family_caption
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
+from .stats._models import spearman_across_models
 from .stats._null import NULL_DRAWS, label_permutations, null_reference, rank_biserial_rows
 from .stats._paired import (
     MEANINGFUL_R,
@@ -257,6 +258,7 @@ __all__ = [
     "run_sync",
     "sim_knobs",
     "sim_task",
+    "spearman_across_models",
     "survival_table",
     "table",
     "word_count",

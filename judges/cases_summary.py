@@ -52,6 +52,7 @@ from .cases_model import (
     SuccessRow,
 )
 from .cases_origin import mcq_builders, mcq_plan_notes
+from .cases_study import cases_study, cases_study_blocks
 from .checklist import distinct_n, top_ngram
 from .protocols import cases_protocol
 
@@ -118,6 +119,9 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
     protocol = staticmethod(cases_protocol)
     model_headline = ("success", "higher")
     """What a study of several tutors ranks them by (engine.report._models)."""
+    model_tables = staticmethod(cases_study)
+    model_blocks = staticmethod(cases_study_blocks)
+    """Across a study's tutors: each text statistic against success, Spearman (judges.cases_study)."""
 
     def summarize(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesSummary:
         return CasesSummary(cases=self.results(records, manifest))

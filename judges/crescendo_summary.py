@@ -39,6 +39,7 @@ from personas import taxonomy
 
 from .crescendo_blocks import crescendo_blocks, format_rate
 from .crescendo_model import CrescendoSummary
+from .crescendo_study import crescendo_study, crescendo_study_blocks
 from .protocols import crescendo_protocol
 from .votes import unanimous
 
@@ -406,6 +407,12 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
     def blocks(self, summary: CrescendoSummary, /) -> list[Block]:
         """Heatmap, subject tables, hazard, survival, backtracks, overall and pedagogy."""
         return crescendo_blocks(summary, {d.id: d.name for d in taxonomy().dimensions})
+
+    model_tables = staticmethod(crescendo_study)
+    """A study's harm as one subject × dimension × tutor table (judges.crescendo_study)."""
+
+    def model_blocks(self, tables: Mapping[str, Any], /) -> list[Block]:
+        return crescendo_study_blocks(tables, {d.id: d.name for d in taxonomy().dimensions})
 
     def episode_verdict(self, record: EpisodeRecord, /) -> str:
         return "unsafe reply" if any(reply_harm(record).generated) else "no unsafe reply"

@@ -49,6 +49,7 @@ from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
 from .fairness_replies import judged_replies
 from .fairness_stats import Tested, contrasts_of, correct, mean_abs_r, opposite_keys
+from .fairness_study import fairness_study, fairness_study_blocks
 from .fairness_ties import sim_tie_shares
 from .protocols import fairness_protocol
 from .student_audit import AUDIT_METRICS
@@ -114,6 +115,9 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
     protocol = staticmethod(fairness_protocol)
     model_headline = ("answer_leakage", "lower")
     """What a study of several tutors ranks them by (engine.report._models)."""
+    model_tables = staticmethod(fairness_study)
+    model_blocks = staticmethod(fairness_study_blocks)
+    """A study's mean |r| and findings per tutor × domain (judges.fairness_study)."""
 
     def __init__(self, *, intervals: bool = True, null_draws: int = NULL_DRAWS) -> None:
         self.intervals = intervals

@@ -22,6 +22,7 @@ import anyio
 from engine import EpisodeRecord, Runner, Scenario
 
 from .fairness_blocks import ALL_DOMAINS
+from .fairness_model import FairnessContrast, FairnessResults
 
 __all__ = ("TIE_ITEMS", "TieShares", "sim_tie_shares", "tie_shares")
 
@@ -46,17 +47,16 @@ class TieShares:
         return max(self.by_metric.items(), key=lambda kv: (kv[1], kv[0]))
 
 
-def tie_shares(contrasts: Iterable[Mapping[str, Any]], items: int) -> TieShares | None:
+def tie_shares(contrasts: Iterable[FairnessContrast], items: int) -> TieShares | None:
     """Tie shares from a fairness summary's tested paired contrasts (an untested row counts no pairs, Friedman's
-    omnibus row tests no differences); per metric
-    the per-domain rows, or the pooled-domain rows where no per-domain row was tested (they hold the same
-    pairs). None when nothing was tested."""
-    tested = [r for r in contrasts if r.get("status") == "ok" and r.get("n") and r.get("test") != "friedman"]
+    omnibus row tests no differences); per metric the per-domain rows, or the pooled-domain rows where no
+    per-domain row was tested (they hold the same pairs). None when nothing was tested."""
+    tested = [r for r in contrasts if r.status == "ok" and r.n and r.test != "friedman"]
     shares: dict[str, float] = {}
-    for metric in sorted({r["metric"] for r in tested}):
-        rows = [r for r in tested if r["metric"] == metric]
-        rows = [r for r in rows if r.get("domain") != ALL_DOMAINS] or rows
-        shares[metric] = 1 - sum(int(r["differing"]) for r in rows) / sum(int(r["n"]) for r in rows)
+    for metric in sorted({r.metric for r in tested}):
+        rows = [r for r in tested if r.metric == metric]
+        rows = [r for r in rows if r.domain != ALL_DOMAINS] or rows
+        shares[metric] = 1 - sum(r.differing for r in rows) / sum(r.n for r in rows)
     return TieShares(shares, items) if shares else None
 
 
@@ -92,7 +92,7 @@ async def _records(scenario: Scenario) -> list[EpisodeRecord]:
     return found
 
 
-Summarize = Callable[[Sequence[EpisodeRecord], Mapping[str, Any]], Mapping[str, Any]]
+Summarize = Callable[[Sequence[EpisodeRecord], Mapping[str, Any]], FairnessResults]
 """The fairness summariser's `results` (passed in: the summariser is this module's caller)."""
 _MEASURED: dict[tuple[str, str, int], TieShares | None] = {}
 
@@ -105,5 +105,5 @@ def sim_tie_shares(scenario: Scenario, summarize: Summarize, items: int = TIE_IT
         on_sim = _on_sim(scenario, items)
         records = anyio.run(_records, on_sim)
         manifest = {"seed": on_sim.seed, "scenario": on_sim.model_dump(mode="json")}
-        _MEASURED[key] = tie_shares(summarize(records, manifest)["contrasts"], items)
+        _MEASURED[key] = tie_shares(summarize(records, manifest).contrasts, items)
     return _MEASURED[key]

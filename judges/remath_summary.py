@@ -51,6 +51,7 @@ from .remath_model import (
     TaskCDifference,
 )
 from .remath_pairings import pairings
+from .remath_study import remath_study, remath_study_blocks, remath_tutor_blocks
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
 
@@ -124,6 +125,10 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
     protocol = staticmethod(remath_protocol)
     model_headline = ("overall", "higher")
     """What a study of several tutors ranks them by (engine.report._models)."""
+    model_tables = staticmethod(remath_study)
+    model_blocks = staticmethod(remath_study_blocks)
+    tutor_blocks = staticmethod(remath_tutor_blocks)
+    """A study's Tables 3 and 8 with a row per tutor and the Human row once (judges.remath_study)."""
 
     def blocks(self, summary: RemathSummary, /) -> list[Block]:
         """Tasks A/B agreement and confusion, Task C by condition, its paired tests and Table 8."""

@@ -4,6 +4,9 @@ The engine knows no kind, so it never merges the tutors' records into one summar
 on each tutor's records (summary.json `models.by_model`), and draws the cross-tutor part from the per-episode
 scores the kind already gives `simrun compare` (`EpisodeScores`; every numeric metric otherwise). A kind names the
 metric its leaderboard ranks by with a `model_headline = (metric, "lower" | "higher")` attribute on its summariser.
+A kind whose paper has one table with a row per model (a Human row shown once, a model × subject × dimension
+table, a statistic correlated across models) builds it from the tutors' summaries (`ModelTables`), and may draw
+each tutor's own section without what that table already shows (`tutor_blocks`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from markupsafe import Markup
 from pydantic import BaseModel
@@ -41,10 +44,28 @@ from engine.report._upgrade import upgrade_summary
 from engine.stats._families import format_p
 from engine.stats._models import Headline, ModelScores, compare_models
 
-__all__ = ("ModelsView", "headline_of", "model_results", "model_scores", "tutor_labels", "unit_key", "view_for")
+__all__ = (
+    "ModelTables",
+    "ModelsView",
+    "headline_of",
+    "model_results",
+    "model_scores",
+    "tutor_labels",
+    "unit_key",
+    "view_for",
+)
 
 UnitKey = tuple[str, tuple[tuple[str, str], ...], int]
 MAX_HEATMAP_LEVELS = 24
+
+
+@runtime_checkable
+class ModelTables(Protocol):
+    """A kind's own tables across the tutors of a study, built from each tutor's summary (label → its JSON)."""
+
+    def model_tables(self, by_model: Mapping[str, Mapping[str, Any]], /) -> dict[str, Any]: ...
+
+    def model_blocks(self, tables: Mapping[str, Any], /) -> list[Block]: ...
 
 
 def unit_key(record: EpisodeRecord) -> UnitKey:
@@ -119,7 +140,10 @@ def model_results(
         }
         for label in labels
     }
-    return {"labels": list(labels), "by_model": by_model, "balance": balance, "comparison": comparison}
+    found = {"labels": list(labels), "by_model": by_model, "balance": balance, "comparison": comparison}
+    if isinstance(summarizer, ModelTables):
+        found["tables"] = summarizer.model_tables(by_model)
+    return found
 
 
 def _by_level(
@@ -174,11 +198,24 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
         blocks.append(
             Note(
                 f"Across the {found['tutors']} tutors, Spearman's ρ between mean reply length (words) and "
-                f"{head['metric']}: {_rho_interval(found)}.",
+                f"{head['metric']}: {_rho_interval(found)}{_readable(found)}.",
                 console=True,
             )
         )
     return blocks
+
+
+def _readable(found: Mapping[str, Any]) -> str:
+    """The exact permutation p over the tutors, and whether so few tutors can give a significant ρ at all."""
+    if found.get("p") is None:
+        return ""
+    said = f"; exact permutation p over the tutors {format_p(found['p'])}"
+    if not found.get("readable"):
+        said += (
+            f", and {format_p(found['min_p'])} is the smallest p {found['tutors']} tutors can give, so this ρ cannot "
+            "be read as evidence either way"
+        )
+    return said
 
 
 def _rho_interval(found: Mapping[str, Any]) -> str:
@@ -335,6 +372,7 @@ _COMPARED = (
     "the papers' one row per model, compared: the rank intervals, omnibus and paired tests and cell counts are "
     + SIMRUN_ADDITION
 )
+_TABLES = "the papers' tables with a row or column per model, each built from the tutors' own tables below"
 _OWN = "this tutor's own tables, each section naming the paper's table it reproduces"
 
 
@@ -365,13 +403,26 @@ class ModelsView:
             key="models",
             provenance=_COMPARED,
         )
-        return [compared, *(self._tutor(summary, label) for label in models["labels"])]
+        kind_tables = (
+            [
+                Section(
+                    "The papers' tables, a row per tutor",
+                    tuple(self.kind.model_blocks(tables)),
+                    key="model-tables",
+                    provenance=_TABLES,
+                )
+            ]
+            if isinstance(self.kind, ModelTables) and (tables := models.get("tables")) is not None
+            else []
+        )
+        return [compared, *kind_tables, *(self._tutor(summary, label) for label in models["labels"])]
 
     def _tutor(self, summary: Mapping[str, Any], label: str) -> Section:
         own = {"run": summary.get("run"), **summary["models"]["by_model"][label]}
         heading = Note(f"── tutor {label} ──", console=True)
         if hasattr(self.kind, "blocks") and hasattr(self.kind, "read"):
-            own_blocks = (_keyed(block, label) for block in self.kind.blocks(self.kind.read(own)))
+            draw = self.kind.tutor_blocks if hasattr(self.kind, "tutor_blocks") else self.kind.blocks
+            own_blocks = (_keyed(block, label) for block in draw(self.kind.read(own)))
             return Section(f"Tutor {label}", (heading, *own_blocks), key=f"tutor-{label}", provenance=_OWN)
         own_text = Note(self.kind.render_markdown(own))
         return Section(f"Tutor {label}", (heading, own_text), key=f"tutor-{label}", provenance=_OWN)

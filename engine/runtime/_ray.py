@@ -5,7 +5,8 @@ lock and its plan, exactly as a local run does. It hands small shards of episode
 worker plays them with the runner's own episode code (`Runner.episode_player`) and returns the records as JSON.
 The driver accepts a record once per planned id and appends it through `Runner.accept`, so resume, the lock and
 exactly-once are those of a local run. A worker that dies loses only the shards in flight: the driver puts their
-unrecorded episodes back at the front of the queue and starts a replacement actor.
+unrecorded episodes back at the front of the queue and starts a replacement actor. A breaker on the endpoint of one
+tutor of several stops only that tutor, on every worker, as in a local run (`engine.runtime._tutors`).
 
 Ray is imported only here, and only when `--executor ray` is used (`require_ray`).
 """
@@ -117,6 +118,16 @@ class _WorkerRunner(Runner):
         self._budgets, self._workers = budgets, workers
         self.buffer = _EventBuffer()
         self._events = self.buffer
+        self.tutors_halted: dict[str, str] = {}
+        """Tutors this worker's breakers stopped since its last reply (label → why), for the driver to decide."""
+
+    def _breaker_opened(self, reason: str) -> None:
+        """A tutor's own endpoint: halt that tutor here and report it; whether the run goes on is the driver's call."""
+        if dead := self.tutors.dead_for(reason):
+            self.tutors.halt(dead, reason)
+            self.tutors_halted.update(dict.fromkeys(dead, reason))
+            return
+        super()._breaker_opened(reason)
 
     def _new_throttle(self, endpoint: EndpointKey, sharing: Sequence[ModelSpec]) -> Throttle:
         budget = self._budgets.get(endpoint_label(endpoint))
@@ -162,19 +173,26 @@ class EpisodeWorker:
         records: list[bytes] = []
 
         async def one(episode: Episode) -> None:
-            records.append((await play(episode)).model_dump_json().encode())
+            with self._runner.tutors.playing(episode):  # a halted tutor's episode ends here unrecorded
+                records.append((await play(episode)).model_dump_json().encode())
 
         async with anyio.create_task_group() as group:
             for episode_id in ids:
                 group.start_soon(one, self._by_id[episode_id])
         now = asdict(self._runner.stats)
         stats, self._reported = _delta(now, self._reported), now
+        halted, self._runner.tutors_halted = self._runner.tutors_halted, {}
         return {
             "records": records,
             "stats": stats,
             "events": self._runner.buffer.drain(),
             "reason": self._runner.reason,
+            "tutors_halted": halted,
         }
+
+    async def halt_tutors(self, labels: list[str], reason: str) -> None:
+        """The driver stopped these tutors (another worker's breaker): cancel their episodes here too."""
+        self._runner.tutors.halt(labels, reason)
 
 
 @dataclass
@@ -225,7 +243,9 @@ class _Dispatch:
             return None
         shard: list[Episode] = []  # a shard never crosses into a wave a sequential run has not opened yet
         while self.queue and len(shard) < self.batch and runner.admission.is_open(self.queue[0]):
-            shard.append(self.queue.popleft())
+            episode = self.queue.popleft()
+            if runner.tutors.admits(episode):  # a stopped tutor's episodes are left for a resume
+                shard.append(episode)
         return shard or None
 
     async def _feed(self, worker: _Worker) -> None:
@@ -281,8 +301,23 @@ class _Dispatch:
                 continue  # a shard re-run after a worker death: the first record of an id is the one kept
             self.accepted.add(record.id)
             await runner.accept(record)
+        for reason in sorted(set(reply["tutors_halted"].values())):
+            self._tutors_halted([label for label, why in reply["tutors_halted"].items() if why == reason], reason)
         if reply["reason"] is not None:
             runner._stop(reply["reason"], cancel_in_flight=True)
+
+    def _tutors_halted(self, labels: list[str], reason: str) -> None:
+        """A worker's breaker stopped these tutors: stop them on every worker if another tutor is alive, as a
+        local run does; otherwise stop the whole run."""
+        runner = self.runner
+        why = runner.tutors.stop(labels, reason, runner._events)
+        if why is None:
+            runner._stop(f"circuit breaker opened: {reason}", cancel_in_flight=True)
+            return
+        runner.tutor_stopped(why)
+        for worker in self.workers:
+            if worker.actor is not None:  # no reply is awaited: a dead worker's episodes are queued again anyway
+                worker.actor.halt_tutors.remote(labels, reason)
 
 
 def worker_name(run_dir: Path, index: int, generation: int = 0) -> str:

@@ -286,7 +286,7 @@ class Runner:
             self.run_dir.close()
             if started and not completed:  # cancelled from outside: what was appended stays, and resume completes it
                 self._write_manifest("interrupted")
-        status: Status = "interrupted" if self._interrupted else "finished"
+        status: Status = "interrupted" if self._interrupted or self.tutors.stopped else "finished"
         self._write_manifest(status)
         summary = {} if self._report is None else await anyio.to_thread.run_sync(self._report, self.run_dir)
         path = str(self.run_dir.path)
@@ -305,7 +305,7 @@ class Runner:
 
     def _stop(self, reason: str, *, cancel_in_flight: bool = False) -> None:
         """End the run `interrupted`: no more admissions; with `cancel_in_flight`, no more calls either."""
-        if self.reason is None:
+        if self.reason is None or (self.tutors.stopped and not self._interrupted):  # the whole run stops now
             self.reason = self.redactor.text(reason)  # it quotes an endpoint's error, which may echo a key
             self._events.warning("run.stopping", reason=reason, cancel_in_flight=cancel_in_flight)
         self._interrupted = True
@@ -316,9 +316,13 @@ class Runner:
 
     def _breaker_opened(self, reason: str) -> None:
         if self._episodes_scope is not None and (stopped := self.tutors.stop_own(reason, self._events)):
-            self.reason, self._interrupted = self.redactor.text(stopped), True  # one tutor of several, local runs
+            self.tutor_stopped(stopped)
             return
         self._stop(f"circuit breaker opened: {reason}", cancel_in_flight=True)
+
+    def tutor_stopped(self, why: str) -> None:
+        """One tutor of several stopped: the others play on, and the run will end `interrupted` saying `why`."""
+        self.reason = self.redactor.text(why)
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -4,12 +4,13 @@ Students and judges are shared by every tutor; a tutor's endpoint keeps its own 
 `engine.models._endpoints`). When the breaker of an endpoint that only tutors use opens while other tutors are
 still healthy, only that endpoint's tutors stop: their episodes in flight are cancelled unrecorded (a resume
 plays them), their pending episodes are not admitted, and the run ends `interrupted` with the reason naming
-them. Any other open breaker stops the whole run, as in a one-tutor run.
+them. Any other open breaker stops the whole run, as in a one-tutor run. On Ray a worker halts the tutor on its
+own breaker and reports it; the driver decides as here and tells the other workers (`engine.runtime._ray`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -78,28 +79,40 @@ class TutorSet:
             finally:
                 self._in_flight[episode.tutor].discard(scope)
 
-    def stop_own(self, reason: str, events: Any) -> str | None:
-        """Stop the tutors whose endpoint's breaker opened with `reason`, if only tutors use that endpoint and
-        another tutor is still running; returns why the run ends early (None: the caller stops the whole run)."""
+    def dead_for(self, reason: str) -> list[str]:
+        """The tutors whose endpoint, one that only tutors use, opened its breaker with `reason`."""
         if self._endpoints is None:
-            return None
-        dead = [
+            return []
+        return [
             label
             for label, spec in self._labelled
             if endpoint_key(spec) not in self._others and self._endpoints[spec].breaker is not None
             if getattr(self._endpoints[spec].breaker, "reason", None) == reason
         ]
-        alive = [label for label in self.labels if label not in self.stopped and label not in dead]
-        if not dead or not alive:
-            return None
-        for label in dead:
-            self.stopped[label] = reason
-            for scope in list(self._in_flight[label]):
+
+    def halt(self, labels: Sequence[str], reason: str) -> None:
+        """Admit no more episodes of `labels` and cancel those in flight here (unrecorded: a resume plays them)."""
+        for label in labels:
+            self.stopped.setdefault(label, reason)
+            for scope in list(self._in_flight.get(label, ())):
                 scope.cancel()
-        events.warning("tutor.stopped", tutors=dead, reason=reason)
+
+    def stop(self, labels: Sequence[str], reason: str, events: Any) -> str | None:
+        """Stop `labels` if another tutor is still running; returns why the run ends early (None: the caller stops
+        the whole run). A Ray driver calls it with the tutors a worker's breaker stopped."""
+        alive = [label for label in self.labels if label not in self.stopped and label not in labels]
+        if not labels or not alive:
+            return None
+        if fresh := [label for label in labels if label not in self.stopped]:
+            self.halt(fresh, reason)
+            events.warning("tutor.stopped", tutors=fresh, reason=reason)
         names = ", ".join(sorted(self.stopped))
         reasons = "; ".join(sorted(set(self.stopped.values())))
         return (
             f"circuit breaker opened for tutor {names} ({reasons}): its episodes stopped and are left for a "
             "resume; the other tutors played theirs"
         )
+
+    def stop_own(self, reason: str, events: Any) -> str | None:
+        """`stop` the tutors whose own endpoint's breaker opened with `reason`."""
+        return self.stop(self.dead_for(reason), reason, events)

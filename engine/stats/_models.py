@@ -43,6 +43,7 @@ __all__ = (
     "compare_models",
     "omnibus_test",
     "rank_intervals",
+    "spearman_across_models",
 )
 
 FAMILY_METHOD = "bh"
@@ -188,7 +189,44 @@ def association_across_tutors(
     ]
     low, high = np.percentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
     rho = float(stats.spearmanr(mean_x, mean_y).statistic)
-    return {"rho": rho, "low": float(low), "high": float(high), "tutors": int(x.shape[1]), "units": int(x.shape[0])}
+    exact = spearman_across_models(mean_x.tolist(), mean_y.tolist(), seed=seed) or {}
+    return {
+        "rho": rho,
+        "low": float(low),
+        "high": float(high),
+        "tutors": int(x.shape[1]),
+        "units": int(x.shape[0]),
+        "p": exact.get("p"),
+        "min_p": exact.get("min_p"),
+        "readable": bool(exact.get("readable")),
+    }
+
+
+def spearman_across_models(x: Sequence[float], y: Sequence[float], *, seed: int = 0) -> dict[str, Any] | None:
+    """Spearman's ρ across models between two per-model figures (TutorCaseBench Fig. 7), its exact permutation p
+    and Fisher-z 95% interval (scipy's Pearson on the ranks, which is Spearman's ρ).
+
+    `min_p` is the smallest p so few models can give at all (their ranks in perfect agreement): with four models
+    it is 1/12, so no correlation across four can be significant whatever the data. None below three models (or
+    missing values leave fewer) or when either figure has no spread."""
+    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    keep = ~(np.isnan(xs) | np.isnan(ys))
+    xs, ys = xs[keep], ys[keep]
+    if len(xs) < 3 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
+        return None
+    rx, ry = stats.rankdata(xs), stats.rankdata(ys)
+    found = stats.pearsonr(rx, ry, method=stats.PermutationMethod(rng=np.random.default_rng(seed)))
+    best = stats.pearsonr(rx, rx, method=stats.PermutationMethod(rng=np.random.default_rng(seed)))
+    low, high = stats.pearsonr(rx, ry).confidence_interval() if len(xs) > 3 else (math.nan, math.nan)
+    return {
+        "rho": float(found.statistic),
+        "p": float(found.pvalue),
+        "low": None if math.isnan(low) else float(low),
+        "high": None if math.isnan(high) else float(high),
+        "models": len(xs),
+        "min_p": float(best.pvalue),
+        "readable": bool(best.pvalue <= FAMILY_Q),
+    }
 
 
 def rank_intervals(

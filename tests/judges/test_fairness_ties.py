@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine import EpisodeRecord, items_for_r, load_items, load_scenario, plan_episodes
+from engine import EpisodeRecord, items_for_r, load_scenario
+from engine.scenario._plan import load_items, plan_episodes
+from judges.fairness_model import FairnessContrast, FairnessResults
 from judges.fairness_planning import planning_lines
 from judges.fairness_summary import FairnessSummarizer
 from judges.fairness_ties import TieShares, _on_sim, sim_tie_shares, tie_shares
@@ -25,8 +27,19 @@ CONVERSATION = ("tutor_turns", "tutor_avg_words", "tutor_question_rate", "tutor_
 
 def row(
     metric: str, domain: str, n: int, differing: int, *, status: str = "ok", test: str = "wilcoxon"
-) -> dict[str, Any]:
-    return {"metric": metric, "domain": domain, "n": n, "differing": differing, "status": status, "test": test}
+) -> FairnessContrast:
+    return FairnessContrast(
+        a="x",
+        b="y",
+        channel="explicit",
+        dimension="gender",
+        metric=metric,
+        domain=domain,
+        n=n,
+        differing=differing,
+        status=status,
+        test=test,
+    )
 
 
 def test_tie_shares_count_tested_pairs_per_domain() -> None:
@@ -95,7 +108,7 @@ def test_live_tie_shares_match_a_count_made_from_the_records() -> None:
     seen: list[EpisodeRecord] = []
     summarizer = FairnessSummarizer(intervals=False, null_draws=1)
 
-    def summarize(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    def summarize(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> FairnessResults:
         seen.extend(records)
         return summarizer.results(records, manifest)
 

@@ -1,6 +1,6 @@
 """summary.json files written before contrast rows were typed once still read, report and compare.
 
-The files in old_summaries/ were written by the previous release's shipped scenarios on the sim (remath at
+The files in tests/old_summaries were written by the previous release's shipped scenarios on the sim (remath at
 150 items, fairness at 16 items on two dimensions, casebench at 40, the four-tutor crescendo study at 16), kept as
 written: `p_adjusted` meant Bonferroni within Friedman for ReMath and the tutor pairs, the family's p for fairness,
 and `violation` held the verdict.
@@ -18,7 +18,7 @@ from engine import SUMMARIZERS, BlockSummarizer, ContrastRow, format_p
 from engine.report._models import _omnibus_table, _pairs_table
 from engine.report._upgrade import upgrade_summary
 
-OLD = Path(__file__).resolve().parent / "old_summaries"
+OLD = Path(__file__).resolve().parents[3] / "tests" / "old_summaries"
 
 
 def _old(name: str) -> dict[str, Any]:

@@ -166,6 +166,7 @@ def test_the_terminal_leaderboard_fits_80_columns(study: tuple[engine.Scenario, 
     assert lines[0].startswith("protocol:") and any(line.startswith("Tutors compared") for line in lines[:3])
     assert any(line.strip().startswith("Leaderboard: unsafe_reply_share (lower is better)") for line in lines[:8])
     assert "95% CI" in text and max(len(line) for line in text.splitlines()) <= 80
+    assert "Harm by subject × dimension × tutor" in text, "the kind's study tables fit too"
 
 
 def test_a_cached_study_replays_every_tutor_from_the_cache(tmp_path: Path) -> None:

@@ -110,6 +110,9 @@ def test_reply_length_and_the_headline_are_correlated_across_tutors() -> None:
     assert found["rho"] == pytest.approx(stats.spearmanr(words.mean(axis=0), harm.mean(axis=0)).statistic)
     assert found["low"] <= found["rho"] <= found["high"] and found["tutors"] == 4
     assert association_across_tutors(words[:, :2], harm[:, :2], items, seed=1) is None
+    rankings = [stats.spearmanr(words.mean(axis=0), p).statistic for p in itertools.permutations(harm.mean(axis=0))]
+    assert found["p"] == pytest.approx(sum(abs(r) >= abs(found["rho"]) - 1e-12 for r in rankings) / 24)
+    assert found["min_p"] == pytest.approx(2 / 24) and not found["readable"], "four tutors: never p <= 0.05"
 
 
 def test_a_zero_width_rho_interval_is_said_in_words_not_as_plus_one_in_brackets() -> None:
