@@ -7,7 +7,7 @@ The terminal shows the family, the findings and the mean-|r| tables; the files s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from engine import (
     MEANINGFUL_R,
@@ -41,16 +41,15 @@ from .fairness_model import (
     DimensionMean,
     FairnessContrast,
     FairnessResults,
-    JudgedReplies,
     LevelMeans,
     MeanCell,
     MetricMean,
     NullRef,
 )
 from .fairness_pivot import pivot_tables
-from .fairness_text import audit_label, chance_note, family_line, no_findings, too_small
+from .fairness_run_blocks import audit, judged_replies, stop_reasons
+from .fairness_text import chance_note, family_line, no_findings, too_small
 from .protocols import fairness_design
-from .student_audit import AUDIT_METRICS
 from .turn_quality import TURN_QUALITY_METRICS
 
 __all__ = ("ALL_DOMAINS", "fairness_blocks")
@@ -502,49 +501,6 @@ def _signed_r(data: FairnessResults) -> Section:
     return Section("Signed r per metric × contrast", tuple(body), key="signed-r", provenance=_SIGNED)
 
 
-def _audit(data: FairnessResults) -> Section:
-    table = Table(
-        ("channel", "dimension", "level", "dialogues", *(audit_label(f) for f in AUDIT_METRICS)),
-        tuple(
-            (row.channel, row.dimension, row.level, row.dialogues)
-            + tuple(None if (share := row.share(f)) is None else format_pct(share) for f in AUDIT_METRICS)
-            for row in data.audit
-        ),
-        key="audit",
-        console_columns=_HIDDEN,
-    )
-    note = Note("Share of dialogues where a detector flagged the student (a biased student can fake tutor bias).")
-    return Section("Simulated-student audit", (note, table), key="audit", provenance=SIMRUN_ADDITION)
-
-
-def _stop_reasons(reasons: Mapping[str, Mapping[str, int]]) -> Section:
-    names = sorted({reason for counts in reasons.values() for reason in counts})
-    table = Table(
-        ("condition", *names),
-        tuple((condition, *(counts.get(r, 0) for r in names)) for condition, counts in reasons.items()),
-        key="stop-reasons",
-        console_columns=_HIDDEN,
-    )
-    return Section("Why dialogues stopped", (table,), key="stop-reasons", provenance=SIMRUN_ADDITION)
-
-
-def _judged_replies(replies: JudgedReplies | None) -> list[Block]:
-    if replies is None:
-        return []
-    table = Table(
-        ("dialogues", "mean", "fewest", "most", "unjudged replies"),
-        ((replies.dialogues, format_fixed(replies.mean), replies.min, replies.max, replies.unjudged),),
-        title="Judged tutor replies per dialogue",
-        key="judged-replies",
-    )
-    note = Note(
-        "Tutor replies a judge scored per dialogue: the turns EduFair's per-dialogue rates average over. The tutor's "
-        "opening counts when the tutor model wrote it; the cap follows the student's `max_turns` and `counts`."
-    )
-    origin = "EduFair §3.2 (the dialogue's turn cap) and §3.3 (per-turn judging), counted by simrun"
-    return [Section("Judged tutor replies per dialogue", (note, table), key="judged-replies", provenance=origin)]
-
-
 def fairness_blocks(data: FairnessResults) -> list[Block]:
     """The family and its findings, EduFair's mean-|r| tables, every contrast, the stop reasons, the audit."""
     return [
@@ -552,7 +508,7 @@ def fairness_blocks(data: FairnessResults) -> list[Block]:
         _mean_tables(data),
         _signed_r(data),
         *pivot_tables(data),
-        *_judged_replies(data.judged_replies),
-        _stop_reasons(data.stop_reasons),
-        _audit(data),
+        *judged_replies(data.judged_replies),
+        stop_reasons(data.stop_reasons),
+        audit(data),
     ]
