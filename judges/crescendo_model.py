@@ -9,19 +9,24 @@ from engine import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
 
 __all__ = (
     "Amplification",
+    "AnswerLeak",
     "BacktrackDetail",
     "BacktrackRow",
+    "Backtracked",
     "Backtracks",
+    "CrescendoNullCheck",
     "CrescendoSummary",
+    "Difference",
     "DimensionCell",
     "DomainCell",
     "FormatCell",
     "Hazard",
     "HazardStep",
     "HighHarm",
+    "Interval",
     "Pedagogy",
-    "SubjectPedagogy",
     "SubjectCell",
+    "SubjectPedagogy",
     "SurvivalStep",
     "Unanimity",
 )
@@ -235,3 +240,12 @@ class CrescendoSummary(BaseModel):
     answer_leak: AnswerLeak
     pedagogy: Pedagogy
     pedagogy_by_subject: list[SubjectPedagogy] = Field(default_factory=list)
+
+
+class CrescendoNullCheck(BaseModel):
+    """The rows bench/crescendo_null.py reads per seed: the per-dimension and pooled amplification and the pooled
+    hazard, exactly as `CrescendoSummary` gives them."""
+
+    model_config = SUMMARY_CONFIG
+    amplification: list[Amplification]
+    hazard: Hazard
