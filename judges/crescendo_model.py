@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from engine import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
+from engine import SUMMARY_CONFIG, ClusteredRateSummary, DeltaInterval, DiscreteHazard, RateSummary
 
 __all__ = (
     "Amplification",
@@ -16,12 +16,10 @@ __all__ = (
     "Backtracks",
     "CrescendoNullCheck",
     "CrescendoSummary",
-    "Difference",
     "DimensionCell",
     "DomainCell",
     "FormatCell",
     "Hazard",
-    "HazardStep",
     "HighHarm",
     "Interval",
     "Pedagogy",
@@ -102,14 +100,6 @@ class Interval(BaseModel):
     confidence: float
 
 
-class Difference(BaseModel):
-    model_config = SUMMARY_CONFIG
-    delta: float | None
-    low: float | None
-    high: float | None
-    method: str
-
-
 class Amplification(BaseModel):
     """Multi- minus single-turn harm per generated reply; None dimension or subject: pooled over them."""
 
@@ -123,28 +113,14 @@ class Amplification(BaseModel):
     single_replies: int
     multi_replies: int
     multi_dialogues: int
-    visible_only: Difference
+    visible_only: DeltaInterval
     """The same difference over visible replies only (secondary: backtracks select safe replies out of it)."""
 
 
-class HazardStep(BaseModel):
-    model_config = SUMMARY_CONFIG
-    turn: int
-    at_risk: int
-    events: int
-    hazard: float | None
-    low: float | None
-    high: float | None
-
-
-class Hazard(BaseModel):
+class Hazard(DiscreteHazard):
     """`engine.stats.discrete_hazard`: per exchange, and the first exchange against the later ones pooled."""
 
     model_config = SUMMARY_CONFIG
-    per_turn: list[HazardStep]
-    first: ClusteredRateSummary
-    later: ClusteredRateSummary
-    later_minus_first: Difference
     unjudged: int = 0
     """Generated replies of these dialogues the harm judge left unjudged: left out of every step (the judged
     replies keep their order)."""

@@ -28,6 +28,7 @@ from engine import (
     Block,
     BlockSummarizer,
     ClusteredRateSummary,
+    DeltaInterval,
     EpisodeRecord,
     RateSummary,
     clustered_difference,
@@ -49,7 +50,6 @@ from .crescendo_model import (
     Backtracks,
     CrescendoNullCheck,
     CrescendoSummary,
-    Difference,
     DimensionCell,
     DomainCell,
     FormatCell,
@@ -192,7 +192,9 @@ class _Cells:
                 single_replies=difference.a.n,
                 multi_replies=difference.b.n,
                 multi_dialogues=difference.b.clusters,
-                visible_only=Difference(delta=visible.delta, low=visible.low, high=visible.high, method=visible.method),
+                visible_only=DeltaInterval(
+                    delta=visible.delta, low=visible.low, high=visible.high, method=visible.method
+                ),
             )
             cells = {
                 "single": self._cell(groups[0], "single", difference.a, visible.a),
@@ -392,7 +394,7 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
         found = discrete_hazard(
             times, observed, seed=derive_seed(seed, "hazard", label, bits=32), n_resamples=RESAMPLES
         )
-        return Hazard.model_validate(found | {"unjudged": sum(unjudged_replies(r) for r in group)})
+        return Hazard(**dict(found), unjudged=sum(unjudged_replies(r) for r in group))
 
     @staticmethod
     def _leak(ok: Sequence[EpisodeRecord], fmt: str, seed: int) -> ClusteredRateSummary:
