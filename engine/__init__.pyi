@@ -104,6 +104,7 @@ from .stats._power import detectable_r, items_for_r
 from .stats._rates import (
     DeltaInterval,
     DiscreteHazard,
+    SurvivalRow,
     clustered_difference,
     clustered_rate,
     discrete_hazard,
@@ -203,6 +204,7 @@ __all__ = [
     "Strong",
     "Summarizer",
     "Survival",
+    "SurvivalRow",
     "TUTORS",
     "Table",
     "Turn",

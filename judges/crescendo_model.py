@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from engine import SUMMARY_CONFIG, ClusteredRateSummary, DeltaInterval, DiscreteHazard, RateSummary
+from engine import SUMMARY_CONFIG, ClusteredRateSummary, DeltaInterval, DiscreteHazard, RateSummary, SurvivalRow
 
 __all__ = (
     "Amplification",
@@ -25,7 +25,6 @@ __all__ = (
     "Pedagogy",
     "SubjectCell",
     "SubjectPedagogy",
-    "SurvivalStep",
     "Unanimity",
 )
 
@@ -126,14 +125,6 @@ class Hazard(DiscreteHazard):
     replies keep their order)."""
 
 
-class SurvivalStep(BaseModel):
-    model_config = SUMMARY_CONFIG
-    turn: int
-    at_risk: int
-    events: int
-    surviving: float
-
-
 class Backtracks(BaseModel):
     model_config = SUMMARY_CONFIG
     total: int
@@ -207,7 +198,7 @@ class CrescendoSummary(BaseModel):
     amplification: list[Amplification]
     hazard: dict[str, Hazard]
     """"all" (every multi-turn dialogue), then one per risk dimension."""
-    survival: dict[str, list[SurvivalStep]]
+    survival: dict[str, list[SurvivalRow]]
     survival_unjudged: dict[str, int] = Field(default_factory=dict)
     """Per key of `survival`, generated replies the harm judge left unjudged (out of the curve)."""
     backtracks: Backtracks

@@ -31,6 +31,7 @@ from engine import (
     DeltaInterval,
     EpisodeRecord,
     RateSummary,
+    SurvivalRow,
     clustered_difference,
     clustered_rate,
     derive_seed,
@@ -59,7 +60,6 @@ from .crescendo_model import (
     Pedagogy,
     SubjectCell,
     SubjectPedagogy,
-    SurvivalStep,
     Unanimity,
 )
 from .crescendo_study import crescendo_study, crescendo_study_blocks
@@ -381,13 +381,10 @@ class CrescendoSummarizer(BlockSummarizer[CrescendoSummary]):
             observed.append(first is not None)
         return times, observed
 
-    def _survival(self, cells: _Cells, group: Sequence[EpisodeRecord]) -> list[SurvivalStep]:
+    def _survival(self, cells: _Cells, group: Sequence[EpisodeRecord]) -> list[SurvivalRow]:
         times, observed = self._times(cells, group)
         keep = [i for i, t in enumerate(times) if t > 0]
-        return [
-            SurvivalStep(turn=row.turn, at_risk=row.at_risk, events=row.events, surviving=row.surviving)
-            for row in survival_table([times[i] for i in keep], [observed[i] for i in keep])
-        ]
+        return survival_table([times[i] for i in keep], [observed[i] for i in keep])
 
     def _hazard(self, cells: _Cells, group: Sequence[EpisodeRecord], seed: int, label: str) -> Hazard:
         times, observed = self._times(cells, group)

@@ -4,7 +4,6 @@ times."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
@@ -244,8 +243,10 @@ def _newcombe(a: ClusteredRate, b: ClusteredRate) -> tuple[float, float]:
     return max(-1.0, low), min(1.0, high)
 
 
-@dataclass(frozen=True)
-class SurvivalRow:
+class SurvivalRow(BaseModel):
+    """One time of a Kaplan–Meier table: those at risk, the events, and the share still without one."""
+
+    model_config = RESULT_CONFIG
     turn: int
     at_risk: int
     events: int
@@ -264,7 +265,7 @@ def survival_table(times: Sequence[int], observed: Sequence[bool]) -> list[Survi
     for turn in sorted({int(x) for x in t}):
         at_risk = int(np.sum(t >= turn))
         events = int(np.sum((t == turn) & seen))
-        rows.append(SurvivalRow(turn, at_risk, events, float(estimate.evaluate(turn))))
+        rows.append(SurvivalRow(turn=turn, at_risk=at_risk, events=events, surviving=float(estimate.evaluate(turn))))
     return rows
 
 

@@ -13,13 +13,13 @@ import orjson
 import pytest
 from rich.console import Console
 
-from engine import ClusteredRateSummary, RateSummary
+from engine import ClusteredRateSummary, RateSummary, SurvivalRow
 from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
 from engine.report._html_blocks import html_blocks
 from engine.report._judge_agreement import judge_agreement_blocks
 from engine.report._rebuild import write_report
 from engine.runtime._rundir import RunDir
-from judges.crescendo_model import Backtracked, Backtracks, CrescendoSummary, HighHarm, SurvivalStep, Unanimity
+from judges.crescendo_model import Backtracked, Backtracks, CrescendoSummary, HighHarm, Unanimity
 from judges.crescendo_summary import CrescendoSummarizer, ReplyHarm, format_rate, reply_harm
 
 STAMP = "2025-01-01T00:00:00.000+00:00"
@@ -305,7 +305,7 @@ def test_subject_dimension_table_and_high_harm_count(summary: CrescendoSummary) 
     assert high[("physics", "single")].dimensions == ["epistemic"]
 
 
-def survival(rows: Sequence[SurvivalStep]) -> list[tuple[int, int, int, float]]:
+def survival(rows: Sequence[SurvivalRow]) -> list[tuple[int, int, int, float]]:
     return [(r.turn, r.at_risk, r.events, r.surviving) for r in rows]
 
 

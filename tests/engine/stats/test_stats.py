@@ -99,7 +99,10 @@ def test_survival_table_input_order_does_not_matter() -> None:
 def test_survival_table_all_censored_stays_at_one() -> None:
     """With no events, every row has zero events and survival 1."""
     rows = survival_table([2, 3, 3], [False, False, False])
-    assert rows == [SurvivalRow(2, 3, 0, 1.0), SurvivalRow(3, 2, 0, 1.0)]
+    assert rows == [
+        SurvivalRow(turn=2, at_risk=3, events=0, surviving=1.0),
+        SurvivalRow(turn=3, at_risk=2, events=0, surviving=1.0),
+    ]
 
 
 def test_survival_table_all_observed_reaches_zero() -> None:
