@@ -41,7 +41,6 @@ from .fairness_model import (
     FairnessResults,
     FairnessSummary,
     LevelMeans,
-    MeanAbsR,
 )
 from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
@@ -157,7 +156,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
             mechanisms=mechanisms(findings, agreement),
             metric_agreement=agreement,
             means=[LevelMeans.model_validate(row) for row in means],
-            mean_abs_r=MeanAbsR.model_validate(mean_abs_r(contrasts, draws)),
+            mean_abs_r=mean_abs_r(contrasts, draws),
             audit=self._audit(ok),
             stop_reasons=self._stop_reasons(ok),
             judged_replies=judged_replies(ok),

@@ -77,9 +77,7 @@ def _kind(summary: dict[str, Any]) -> BlockSummarizer[Any]:
 def test_remath_findings_show_the_benjamini_hochberg_p_that_decided_them() -> None:
     """The issue's case: a previous release's finding printed "p (adj.)" = Bonferroni within Friedman under a
     BH caption; now its column p (BH) is the deciding one, beside p (Bonferroni)."""
-    old = json.loads(
-        (ROOT / "tests" / "old_summaries" / "remath.json").read_text(encoding="utf-8")
-    )
+    old = json.loads((ROOT / "tests" / "old_summaries" / "remath.json").read_text(encoding="utf-8"))
     summarizer = _kind(old)
     blocks = summarizer.blocks(summarizer.read(old))
     assert assert_findings_named(blocks) == sum(row["violation"] for row in old["remath"]["differences"]) == 3
@@ -107,9 +105,7 @@ def test_a_planted_cases_gain_is_marked_with_its_family_p(tmp_path: Path) -> Non
 
 
 def test_tutor_pairs_marked_as_findings_show_their_family_p() -> None:
-    old = json.loads(
-        (ROOT / "tests" / "old_summaries" / "models_comparison.json").read_text(encoding="utf-8")
-    )
+    old = json.loads((ROOT / "tests" / "old_summaries" / "models_comparison.json").read_text(encoding="utf-8"))
     comparison = upgrade_summary(old)["models"]["comparison"]
     comparison["pairs"] = [{**row, "finding": row["p_family"] is not None} for row in comparison["pairs"]]
     blocks = [_pairs_table(comparison), *_forest(comparison)]
