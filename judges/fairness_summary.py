@@ -136,7 +136,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         scores = {r.id: dialogue_scores(r) for r in ok}
         domains = sorted({str(r.meta.get("domain")) for r in ok})
         tested: list[Tested] = []
-        means: list[dict[str, Any]] = []
+        means: list[LevelMeans] = []
         null_cells: list[NullCell] = []
         for domain in [ALL_DOMAINS, *domains] if len(domains) > 1 else domains:
             pool = [r for r in ok if domain == ALL_DOMAINS or str(r.meta.get("domain")) == domain]
@@ -155,7 +155,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
             findings=findings,
             mechanisms=mechanisms(findings, agreement),
             metric_agreement=agreement,
-            means=[LevelMeans.model_validate(row) for row in means],
+            means=means,
             mean_abs_r=mean_abs_r(contrasts, draws),
             audit=self._audit(ok),
             stop_reasons=self._stop_reasons(ok),
@@ -168,7 +168,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         scores: Scores,
         where: tuple[str, str],
         seed: int,
-        means: list[dict[str, Any]],
+        means: list[LevelMeans],
         null_cells: list[NullCell],
         analysis: FairnessAnalysis,
         n_boot: int,
@@ -190,13 +190,13 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
                 if len(levels) >= 2:
                     null_cell.tables[metric] = np.column_stack([np.asarray(columns[lv], dtype=float) for lv in levels])
                 means.append(
-                    {
-                        "domain": domain,
-                        "channel": channel,
-                        "dimension": dimension,
-                        "metric": metric,
-                        "levels": {level: nanmean(v) for level, v in columns.items()},
-                    }
+                    LevelMeans(
+                        domain=domain,
+                        channel=channel,
+                        dimension=dimension,
+                        metric=metric,
+                        levels={level: nanmean(v) for level, v in columns.items()},
+                    )
                 )
                 cell_keys = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
                 cell_seed = derive_seed(seed, domain, channel, dimension, metric)
