@@ -33,7 +33,7 @@ import orjson
 from scipy import stats
 
 from engine import SUMMARIZERS, EpisodeRecord, Runner, load_scenario, rate
-from judges.crescendo_summary import reply_harm
+from judges.crescendo_summary import CrescendoSummarizer, reply_harm
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "crescendo.yaml"
@@ -73,25 +73,27 @@ async def _records(seed: int, items: int) -> list[EpisodeRecord]:
 def run_once(seed: int, items: int) -> dict[str, Any]:
     """One seed's figures, as one JSON-able row."""
     records = anyio.run(_records, seed, items)
-    check = SUMMARIZERS.get("crescendo").null_check(records, seed)  # type: ignore[attr-defined]
-    rows = check["amplification"]
-    pooled = next(a for a in rows if a["dimension"] is None)
-    dims = [a for a in rows if a["dimension"] is not None]
-    hazard = check["hazard"]["all"]["later_minus_first"]
+    summarizer = SUMMARIZERS.get("crescendo")
+    assert isinstance(summarizer, CrescendoSummarizer)
+    check = summarizer.null_check(records, seed)
+    pooled = next(a for a in check.amplification if a.dimension is None)
+    dims = [a for a in check.amplification if a.dimension is not None]
+    hazard = check.hazard.later_minus_first
     multi = [reply_harm(r) for r in records if r.status == "ok" and r.condition.get("format") == "multi"]
+    assert pooled.single_rate is not None and pooled.multi_rate is not None
     return {
         "seed": seed,
-        "delta": pooled["delta"],
-        "low": pooled["ci"]["low"],
-        "high": pooled["ci"]["high"],
-        "single": [round(pooled["single_rate"] * pooled["single_replies"]), pooled["single_replies"]],
-        "multi": [round(pooled["multi_rate"] * pooled["multi_replies"]), pooled["multi_replies"]],
+        "delta": pooled.delta,
+        "low": pooled.ci.low,
+        "high": pooled.ci.high,
+        "single": [round(pooled.single_rate * pooled.single_replies), pooled.single_replies],
+        "multi": [round(pooled.multi_rate * pooled.multi_replies), pooled.multi_replies],
         "multi_first": [sum(h.generated[0] for h in multi if h.generated), sum(1 for h in multi if h.generated)],
         "backtracked": [sum(sum(h.hidden) for h in multi), sum(len(h.hidden) for h in multi)],
-        "visible": pooled["visible_only"],
-        "dims_covering": sum(covers(a["ci"]["low"], a["ci"]["high"]) for a in dims),
+        "visible": pooled.visible_only.model_dump(),
+        "dims_covering": sum(covers(a.ci.low, a.ci.high) for a in dims),
         "dims": len(dims),
-        "hazard": {k: hazard[k] for k in ("delta", "low", "high")},
+        "hazard": {"delta": hazard.delta, "low": hazard.low, "high": hazard.high},
     }
 
 

@@ -101,7 +101,16 @@ from .stats._paired import (
     paired_contrast,
 )
 from .stats._power import detectable_r, items_for_r
-from .stats._rates import clustered_difference, clustered_rate, discrete_hazard, rate, survival_table
+from .stats._rates import (
+    DeltaInterval,
+    DiscreteHazard,
+    SurvivalRow,
+    clustered_difference,
+    clustered_rate,
+    discrete_hazard,
+    rate,
+    survival_table,
+)
 from .tools._run import RunHandle, RunOptions, open_run, run, run_sync
 from .tools.calibrate._labels import LABEL_SOURCES, Dimension, Example, LabelMap, LabelSet, Reader
 from .tools.loadtest._config import LoadConfig
@@ -129,9 +138,11 @@ __all__ = [
     "Curve",
     "CurvePoint",
     "DESIGNS",
+    "DeltaInterval",
     "Design",
     "DialogueProtocol",
     "Dimension",
+    "DiscreteHazard",
     "Dot",
     "DotPanel",
     "DotSeries",
@@ -193,6 +204,7 @@ __all__ = [
     "Strong",
     "Summarizer",
     "Survival",
+    "SurvivalRow",
     "TUTORS",
     "Table",
     "Turn",

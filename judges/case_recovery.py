@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from engine import EpisodeRecord, rate
+
+from .cases_model import RecoveryRow
 
 __all__ = ("case_recovery",)
 
 
-def _row(response: str, cases: Sequence[str], texts: Sequence[str]) -> dict[str, Any] | None:
+def _row(response: str, cases: Sequence[str], texts: Sequence[str]) -> RecoveryRow | None:
     import numpy as np  # loaded when a report is summarised, not when the plug-ins are
 
     from personas.case_retrieval import tfidf_similarity
@@ -31,10 +32,10 @@ def _row(response: str, cases: Sequence[str], texts: Sequence[str]) -> dict[str,
     nearest = similarity.argmax(axis=1)
     recovered = sum(bool(cases[i] == cases[j]) for i, j in enumerate(nearest))
     chance = float((same.sum() - len(cases)) / (len(cases) * (len(cases) - 1)))
-    return {"response": response, "chance": chance, **rate(recovered, len(cases)).model_dump()}
+    return RecoveryRow(response=response, chance=chance, **dict(rate(recovered, len(cases))))
 
 
-def case_recovery(records: Sequence[EpisodeRecord], text_of: Callable[[EpisodeRecord], str]) -> list[dict[str, Any]]:
+def case_recovery(records: Sequence[EpisodeRecord], text_of: Callable[[EpisodeRecord], str]) -> list[RecoveryRow]:
     """Per response type: responses, recovered, their rate with a Wilson interval, and the chance rate."""
     groups: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for record in records:

@@ -27,6 +27,7 @@ from engine import (
     UNJUDGED,
     Block,
     BlockSummarizer,
+    ClusteredRateSummary,
     Episode,
     EpisodeRecord,
     Scenario,
@@ -48,7 +49,6 @@ from .cases_model import (
     DiversityRow,
     GainRow,
     McqRow,
-    RecoveryRow,
     SuccessRow,
 )
 from .cases_origin import mcq_builders, mcq_plan_notes
@@ -127,8 +127,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         return CasesSummary(cases=self.results(records, manifest))
 
     def results(self, records: Sequence[EpisodeRecord], manifest: Mapping[str, Any], /) -> CasesResults:
-        """The "cases" part of summary.json; the reference gains are typed as they are built, the other tables'
-        rows where they are gathered here."""
+        """The "cases" part of summary.json, every table's rows typed as they are built."""
         ok = [r for r in records if r.status == "ok"]
         seed = int(manifest.get("seed") or 0)
         skipped: dict[str, int] = defaultdict(int)
@@ -142,21 +141,19 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         return CasesResults(
             tutor=manifest.get("models", {}).get("tutor"),
             challenge_types=_order({_challenge(r) for r in ok}),
-            success=[SuccessRow.model_validate(row) for row in self._success(open_records, seed)],
-            criteria=[CriteriaRow.model_validate(row) for row in self._criteria(open_records, seed)],
-            mcq=[McqRow.model_validate(row) for row in self._mcq(mcq, seed)],
+            success=self._success(open_records, seed),
+            criteria=self._criteria(open_records, seed),
+            mcq=self._mcq(mcq, seed),
             reference_gain=self._reference_gain(open_records, seed),
-            deescalation=[DeescalationRow.model_validate(row) for row in self._deescalation(interactive, seed)],
-            diversity=[DiversityRow.model_validate(row) for row in self._diversity(open_records)],
-            case_recovery=[
-                RecoveryRow.model_validate(row) for row in case_recovery(open_records, lambda r: open_scores(r)[2])
-            ],
+            deescalation=self._deescalation(interactive, seed),
+            diversity=self._diversity(open_records),
+            case_recovery=case_recovery(open_records, lambda r: open_scores(r)[2]),
             mcq_construction=mcq_builders(mcq),
             skipped=dict(sorted(skipped.items())),
         )
 
     @staticmethod
-    def _success(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+    def _success(records: list[EpisodeRecord], seed: int) -> list[SuccessRow]:
         cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         left: Counter[tuple[str, str, str]] = Counter()
         for r in records:
@@ -173,12 +170,19 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         rows = []
         for (challenge, response, reference), by_case in sorted(cells.items()):
             found = _clustered(by_case, derive_seed(seed, "success", challenge, response, reference))
-            rows.append({"challenge_type": challenge, "response": response, "reference": reference, **found})
-            rows[-1]["unjudged"] = left[(challenge, response, reference)]
+            rows.append(
+                SuccessRow(
+                    challenge_type=challenge,
+                    response=response,
+                    reference=reference,
+                    unjudged=left[(challenge, response, reference)],
+                    **dict(found),
+                )
+            )
         return rows
 
     @staticmethod
-    def _criteria(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+    def _criteria(records: list[EpisodeRecord], seed: int) -> list[CriteriaRow]:
         """Mean per-response satisfaction rate, and the pooled share of satisfied criteria with its interval
         (resampling cases: a case's criteria and replicates are one cluster)."""
         groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
@@ -204,23 +208,23 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
             )
             held, total = pooled.k, pooled.n
             rows.append(
-                {
-                    "challenge_type": challenge,
-                    "response": response,
-                    "reference": reference,
-                    "responses": len(shares),
-                    "mean_rate": sum(shares) / len(shares) if shares else None,
-                    "criteria_held": held,
-                    "criteria": total,
-                    "pooled_low": pooled.low,
-                    "pooled_high": pooled.high,
-                    "unjudged": sum(_unjudged_response(r) for r in group),
-                }
+                CriteriaRow(
+                    challenge_type=challenge,
+                    response=response,
+                    reference=reference,
+                    responses=len(shares),
+                    mean_rate=sum(shares) / len(shares) if shares else None,
+                    criteria_held=held,
+                    criteria=total,
+                    pooled_low=pooled.low,
+                    pooled_high=pooled.high,
+                    unjudged=sum(_unjudged_response(r) for r in group),
+                )
             )
         return rows
 
     @staticmethod
-    def _mcq(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+    def _mcq(records: list[EpisodeRecord], seed: int) -> list[McqRow]:
         groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
         for r in records:
             variant, response = str(r.metrics.get("task")), str(r.metrics.get("response"))
@@ -235,15 +239,15 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
                 by_case[r.item_id].append(float(r.metrics.get("mcq_correct") is True))
             p = _vs_chance([_mean(v) for v in by_case.values()], chance)
             rows.append(
-                {
-                    "variant": variant,
-                    "response": response,
-                    "challenge_type": challenge,
-                    "chance": chance,
-                    "invalid": sum(1 for r in group if r.metrics.get("mcq_valid") is False),
-                    "p_vs_chance": p,
-                    **_clustered(by_case, derive_seed(seed, "mcq", variant, response, challenge)),
-                }
+                McqRow(
+                    variant=variant,
+                    response=response,
+                    challenge_type=challenge,
+                    chance=chance,
+                    invalid=sum(1 for r in group if r.metrics.get("mcq_valid") is False),
+                    p_vs_chance=p,
+                    **dict(_clustered(by_case, derive_seed(seed, "mcq", variant, response, challenge))),
+                )
             )
         return rows
 
@@ -302,7 +306,7 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         return correct_family(rows, family=GAIN_FAMILY)  # the gains of every metric and response are one family
 
     @staticmethod
-    def _deescalation(records: list[EpisodeRecord], seed: int) -> list[dict[str, Any]]:
+    def _deescalation(records: list[EpisodeRecord], seed: int) -> list[DeescalationRow]:
         groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         left: Counter[tuple[str, str]] = Counter()
         for r in records:
@@ -318,13 +322,17 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
             for key in keys:
                 groups[key][r.item_id].append(value)
         return [
-            {"by": by, "group": group, **_clustered(by_case, derive_seed(seed, "deescalation", by, group))}
-            | {"unjudged": left[(by, group)]}
+            DeescalationRow(
+                by=by,
+                group=group,
+                unjudged=left[(by, group)],
+                **dict(_clustered(by_case, derive_seed(seed, "deescalation", by, group))),
+            )
             for (by, group), by_case in sorted(groups.items())
         ]
 
     @staticmethod
-    def _diversity(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+    def _diversity(records: list[EpisodeRecord]) -> list[DiversityRow]:
         groups: dict[tuple[str, str], list[str]] = defaultdict(list)
         for r in records:
             text = open_scores(r)[2]
@@ -334,14 +342,14 @@ class CasesSummarizer(BlockSummarizer[CasesSummary]):
         for (response, reference), texts in sorted(groups.items()):
             top = top_ngram(texts, 4)
             rows.append(
-                {
-                    "response": response,
-                    "reference": reference,
-                    "responses": len(texts),
+                DiversityRow(
+                    response=response,
+                    reference=reference,
+                    responses=len(texts),
                     **{f"distinct_{n}": distinct_n(texts, n) for n in DISTINCT_N},
-                    "top_4gram": top[0] if top else None,
-                    "top_4gram_share": top[1] if top else None,
-                }
+                    top_4gram=top[0] if top else None,
+                    top_4gram_share=top[1] if top else None,
+                )
             )
         return rows
 
@@ -404,12 +412,10 @@ def _vs_chance(case_rates: Sequence[float], chance: float | None) -> float | Non
     return float(stats.ttest_1samp(case_rates, chance).pvalue)
 
 
-def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> dict[str, Any]:
+def _clustered(by_case: Mapping[str, Sequence[float]], seed: int) -> ClusteredRateSummary:
     """Pooled 0/1 rate over cases, each case a cluster of its replies (replicates, response types, MCQs)."""
     cases = sorted(by_case)
-    return clustered_rate(
-        [int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed
-    ).model_dump()
+    return clustered_rate([int(sum(by_case[c])) for c in cases], [len(by_case[c]) for c in cases], seed=seed)
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -27,6 +27,7 @@ from engine import (
     RateSummary,
     Section,
     Survival,
+    SurvivalRow,
     Table,
     format_fixed,
     format_pct,
@@ -34,7 +35,7 @@ from engine import (
 )
 from engine import format_rate as rate_text
 
-from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SubjectPedagogy, SurvivalStep
+from .crescendo_model import Amplification, CrescendoSummary, FormatCell, Hazard, SubjectPedagogy
 
 __all__ = ("HIGHLIGHTED", "crescendo_blocks", "format_rate")
 
@@ -234,7 +235,7 @@ def _subject_tables(view: _View) -> Section:
     return Section("Harm by subject × dimension", (*tables, amplification), key="subjects", provenance=_SUBJECTS)
 
 
-def _surviving_at(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[float]:
+def _surviving_at(curve: Sequence[SurvivalRow], turns: Iterable[int]) -> list[float]:
     """The step curve's value at each turn (the last estimate at or before it; 1 before any)."""
     steps = {r.turn: r.surviving for r in curve}
     known, found = 1.0, []
@@ -244,7 +245,7 @@ def _surviving_at(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[f
     return found
 
 
-def _still_safe(curve: Sequence[SurvivalStep], turns: Iterable[int]) -> list[str]:
+def _still_safe(curve: Sequence[SurvivalRow], turns: Iterable[int]) -> list[str]:
     return [format_pct(share, 1) for share in _surviving_at(curve, turns)]
 
 
@@ -317,7 +318,7 @@ def _contrast(hazard: Hazard) -> tuple[str, str, str]:
     return _rate(hazard.first), _rate(hazard.later), _points(later.delta, later.low, later.high)
 
 
-def _area(curve: Sequence[SurvivalStep], last: int) -> float:
+def _area(curve: Sequence[SurvivalRow], last: int) -> float:
     """Expected exchanges without harm up to the longest dialogue: smallest = loses safety fastest."""
     return sum(_surviving_at(curve, range(1, last + 1)))
 

@@ -5,24 +5,26 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from engine import SUMMARY_CONFIG, ClusteredRateSummary, RateSummary
+from engine import SUMMARY_CONFIG, ClusteredRateSummary, DeltaInterval, DiscreteHazard, RateSummary, SurvivalRow
 
 __all__ = (
     "Amplification",
+    "AnswerLeak",
     "BacktrackDetail",
     "BacktrackRow",
+    "Backtracked",
     "Backtracks",
+    "CrescendoNullCheck",
     "CrescendoSummary",
     "DimensionCell",
     "DomainCell",
     "FormatCell",
     "Hazard",
-    "HazardStep",
     "HighHarm",
+    "Interval",
     "Pedagogy",
-    "SubjectPedagogy",
     "SubjectCell",
-    "SurvivalStep",
+    "SubjectPedagogy",
     "Unanimity",
 )
 
@@ -97,14 +99,6 @@ class Interval(BaseModel):
     confidence: float
 
 
-class Difference(BaseModel):
-    model_config = SUMMARY_CONFIG
-    delta: float | None
-    low: float | None
-    high: float | None
-    method: str
-
-
 class Amplification(BaseModel):
     """Multi- minus single-turn harm per generated reply; None dimension or subject: pooled over them."""
 
@@ -118,39 +112,17 @@ class Amplification(BaseModel):
     single_replies: int
     multi_replies: int
     multi_dialogues: int
-    visible_only: Difference
+    visible_only: DeltaInterval
     """The same difference over visible replies only (secondary: backtracks select safe replies out of it)."""
 
 
-class HazardStep(BaseModel):
-    model_config = SUMMARY_CONFIG
-    turn: int
-    at_risk: int
-    events: int
-    hazard: float | None
-    low: float | None
-    high: float | None
-
-
-class Hazard(BaseModel):
+class Hazard(DiscreteHazard):
     """`engine.stats.discrete_hazard`: per exchange, and the first exchange against the later ones pooled."""
 
     model_config = SUMMARY_CONFIG
-    per_turn: list[HazardStep]
-    first: ClusteredRateSummary
-    later: ClusteredRateSummary
-    later_minus_first: Difference
     unjudged: int = 0
     """Generated replies of these dialogues the harm judge left unjudged: left out of every step (the judged
     replies keep their order)."""
-
-
-class SurvivalStep(BaseModel):
-    model_config = SUMMARY_CONFIG
-    turn: int
-    at_risk: int
-    events: int
-    surviving: float
 
 
 class Backtracks(BaseModel):
@@ -226,7 +198,7 @@ class CrescendoSummary(BaseModel):
     amplification: list[Amplification]
     hazard: dict[str, Hazard]
     """"all" (every multi-turn dialogue), then one per risk dimension."""
-    survival: dict[str, list[SurvivalStep]]
+    survival: dict[str, list[SurvivalRow]]
     survival_unjudged: dict[str, int] = Field(default_factory=dict)
     """Per key of `survival`, generated replies the harm judge left unjudged (out of the curve)."""
     backtracks: Backtracks
@@ -235,3 +207,12 @@ class CrescendoSummary(BaseModel):
     answer_leak: AnswerLeak
     pedagogy: Pedagogy
     pedagogy_by_subject: list[SubjectPedagogy] = Field(default_factory=list)
+
+
+class CrescendoNullCheck(BaseModel):
+    """The rows bench/crescendo_null.py reads per seed: the per-dimension and pooled amplification and the pooled
+    hazard, exactly as `CrescendoSummary` gives them."""
+
+    model_config = SUMMARY_CONFIG
+    amplification: list[Amplification]
+    hazard: Hazard

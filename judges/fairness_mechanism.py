@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from engine import EpisodeRecord
 
 from .conversation_stats import CONVERSATION_STATS
-from .fairness_model import FairnessContrast, Mechanism, MechanismFinding
+from .fairness_model import FairnessContrast, Mechanism, MechanismFinding, MetricPair
 from .turn_quality import TURN_QUALITY_METRICS
 
 __all__ = ("DIALOGUE_ENDING", "SAME_SIGNAL", "mechanisms", "metric_agreement")
@@ -30,7 +29,7 @@ DIALOGUE_ENDING = ("answer_leakage",)
 metric: where one is among a group's findings it is shown as the cause."""
 
 
-def metric_agreement(records: Iterable[EpisodeRecord]) -> list[dict[str, Any]]:
+def metric_agreement(records: Iterable[EpisodeRecord]) -> list[MetricPair]:
     """Per pair of turn metrics: the judged turns both label (−1: not applicable, left out) and the share with
     the same label."""
     labels: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
@@ -44,13 +43,13 @@ def metric_agreement(records: Iterable[EpisodeRecord]) -> list[dict[str, Any]]:
         both = [(t[a], t[b]) for t in labels.values() if a in t and b in t]
         if both:
             same = sum(x == y for x, y in both) / len(both)
-            rows.append({"a": a, "b": b, "turns": len(both), "agreement": same, "same_signal": same >= SAME_SIGNAL})
+            rows.append(MetricPair(a=a, b=b, turns=len(both), agreement=same, same_signal=same >= SAME_SIGNAL))
     return rows
 
 
-def _signals(metrics: Sequence[str], agreement: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def _signals(metrics: Sequence[str], agreement: Sequence[MetricPair]) -> list[list[str]]:
     """The metrics joined into signals: connected through pairs flagged as the same signal."""
-    linked = {(r["a"], r["b"]) for r in agreement if r["same_signal"]}
+    linked = {(r.a, r.b) for r in agreement if r.same_signal}
     groups: list[list[str]] = []
     for metric in metrics:
         joined = [g for g in groups if any((m, metric) in linked or (metric, m) in linked for m in g)]
@@ -59,7 +58,7 @@ def _signals(metrics: Sequence[str], agreement: Sequence[Mapping[str, Any]]) -> 
     return sorted(groups, key=lambda g: metrics.index(g[0]))
 
 
-def mechanisms(findings: Sequence[FairnessContrast], agreement: Sequence[Mapping[str, Any]]) -> list[Mechanism]:
+def mechanisms(findings: Sequence[FairnessContrast], agreement: Sequence[MetricPair]) -> list[Mechanism]:
     """The findings grouped by domain, channel, dimension and contrast, strongest (smallest family p) first."""
     groups: dict[tuple[str, str, str, str], list[FairnessContrast]] = defaultdict(list)
     for c in findings:

@@ -14,9 +14,9 @@ resolve 0.10 (its null's 95% range lies below 0.10); elsewhere the row says it c
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine import (
     MEANINGFUL_R,
@@ -28,7 +28,7 @@ from engine import (
     rank_biserial_rows,
 )
 
-from .fairness_model import FairnessContrast
+from .fairness_model import Aggregate, DimensionMean, FairnessContrast, MeanAbsR, MeanCell, MetricMean, NullRef
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,8 +40,9 @@ else:
     np = lazy_module("numpy")
     stats = lazy_module("scipy.stats")
 
-__all__ = ("NULL_METHOD", "NullCell", "NullDraws", "mark_contrasts", "mark_means", "null_draws")
+__all__ = ("NULL_METHOD", "MeanTables", "NullCell", "NullDraws", "mark_contrasts", "mark_means", "null_draws")
 
+RowT = TypeVar("RowT", MeanCell, MetricMean, DimensionMean)
 NULL_METHOD = "within-item permutation of the condition labels"
 NULL_Q = 0.05
 _MEAN_TESTS = ("wilcoxon", "pairwise", "matched", "mismatched")
@@ -133,61 +134,111 @@ def _cell_null(draws: Mapping[str, FloatArray], test: str | None = None) -> Floa
     return np.asarray(np.concatenate(chosen, axis=0).mean(axis=0), dtype=np.float64)
 
 
-def _reference(observed: float | None, null: FloatArray | None) -> dict[str, Any] | None:
+def _reference(observed: float | None, null: FloatArray | None) -> NullRef | None:
+    """A mean's null reference; its family p is set where the headline means are corrected (never for a cell)."""
     if observed is None or null is None:
         return None
-    found = null_reference(observed, null).model_dump()
-    found["resolves_meaningful"] = found["null_high"] < MEANINGFUL_R
-    found["meaningful"] = found["resolves_meaningful"] and observed >= MEANINGFUL_R
-    return found
+    found = null_reference(observed, null)
+    resolves = found.null_high < MEANINGFUL_R
+    return NullRef(
+        **dict(found),
+        resolves_meaningful=resolves,
+        meaningful=resolves and observed >= MEANINGFUL_R,
+        p_family=None,
+        exceeds_null=False,
+    )
+
+
+@dataclass(frozen=True)
+class MeanTables:
+    """EduFair's mean-|r| tables before their null references; each aggregate row beside the 2×2 test it
+    averages (None: every contrast of its cell)."""
+
+    cells: list[MeanCell]
+    by_metric: list[MetricMean]
+    by_dimension: list[DimensionMean]
+    aggregates: list[tuple[Aggregate, str | None]]
 
 
 def mark_means(
-    tables: dict[str, list[dict[str, Any]]],
+    tables: MeanTables, draws: NullDraws, turn_metrics: Sequence[str], conversation_metrics: Sequence[str]
+) -> MeanAbsR:
+    """Each mean with its null reference beside it (`null`, or `ped_null`/`conv_null` for the aggregates), the
+    family of the headline means' "larger than the null" p's (per metric, per dimension, Ped./Conv.) corrected
+    by Benjamini–Hochberg into `exceeds_null`. A cell keeps its uncorrected p and is never marked: it holds one
+    to three contrasts whose verdicts are the corrected contrast family's."""
+    cell_null = {key: _cell_null(found) for key, found in draws.items()}
+
+    def with_null(row: RowT, observed: float, null: FloatArray | None) -> RowT:
+        return row.model_copy(update={"null": _reference(observed, null)})
+
+    def over(keys: Iterable[tuple[str, str, str, str]]) -> FloatArray | None:
+        return _average([cell_null[k] for k in keys])
+
+    cells = [
+        with_null(c, c.mean_abs_r, cell_null.get((c.domain, c.channel, c.dimension, c.metric))) for c in tables.cells
+    ]
+    by_metric = [
+        with_null(m, m.mean_abs_r, over(k for k in cell_null if (k[0], k[1], k[3]) == (m.domain, m.channel, m.metric)))
+        for m in tables.by_metric
+    ]
+    by_dimension = [
+        with_null(
+            d,
+            d.mean_abs_r,
+            over(k for k in cell_null if k[:3] == (d.domain, d.channel, d.dimension) and k[3] in turn_metrics),
+        )
+        for d in tables.by_dimension
+    ]
+    aggregates = [
+        _aggregate_nulls(a, test, draws, cell_null, turn_metrics, conversation_metrics) for a, test in tables.aggregates
+    ]
+    headline = [
+        *(m.null for m in by_metric),
+        *(d.null for d in by_dimension),
+        *(ref for a in aggregates for ref in (a.ped_null, a.conv_null)),
+    ]
+    references = [ref for ref in headline if ref is not None]
+    adjusted = dict(zip(map(id, references), adjust_p([ref.p_larger for ref in references], "bh"), strict=True))
+
+    def corrected(ref: NullRef | None) -> NullRef | None:
+        if ref is None:
+            return None
+        p = adjusted[id(ref)]
+        return ref.model_copy(update={"p_family": p, "exceeds_null": p <= NULL_Q})
+
+    return MeanAbsR(
+        null_method=NULL_METHOD,
+        cells=cells,
+        by_metric=[m.model_copy(update={"null": corrected(m.null)}) for m in by_metric],
+        by_dimension=[d.model_copy(update={"null": corrected(d.null)}) for d in by_dimension],
+        aggregates=[
+            a.model_copy(update={"ped_null": corrected(a.ped_null), "conv_null": corrected(a.conv_null)})
+            for a in aggregates
+        ],
+    )
+
+
+def _aggregate_nulls(
+    aggregate: Aggregate,
+    test: str | None,
     draws: NullDraws,
+    cell_null: Mapping[tuple[str, str, str, str], FloatArray],
     turn_metrics: Sequence[str],
     conversation_metrics: Sequence[str],
-) -> None:
-    """Put each mean's null reference beside it (`null`, or `ped_null`/`conv_null` for the aggregates), then
-    correct the family of the headline means' "larger than the null" p's (per metric, per dimension, Ped./Conv.;
-    Benjamini–Hochberg) into `exceeds_null`. A cell keeps its uncorrected p and is never marked: it holds one
-    to three contrasts whose verdicts are the corrected contrast family's. An aggregate row names the 2×2 test
-    it averages in `test` (None: every contrast); that key is consumed here."""
-    cell_null = {key: _cell_null(found) for key, found in draws.items()}
-    for cell in tables["cells"]:
-        key = (cell["domain"], cell["channel"], cell["dimension"], cell["metric"])
-        cell["null"] = _reference(cell["mean_abs_r"], cell_null.get(key))
-    for row in tables["by_metric"]:
-        keys = [k for k in cell_null if (k[0], k[1], k[3]) == (row["domain"], row["channel"], row["metric"])]
-        row["null"] = _reference(row["mean_abs_r"], _average([cell_null[k] for k in keys]))
-    for row in tables["by_dimension"]:
-        where = (row["domain"], row["channel"], row["dimension"])
-        keys = [k for k in cell_null if k[:3] == where and k[3] in turn_metrics]
-        row["null"] = _reference(row["mean_abs_r"], _average([cell_null[k] for k in keys]))
-    for row in tables["aggregates"]:
-        where = (row["domain"], row["channel"], row["dimension"])
-        test = row.pop("test", None)
-        for part, metrics in (("ped", turn_metrics), ("conv", conversation_metrics)):
-            found = [
-                _cell_null(draws[k], test) if test is not None else cell_null[k]
-                for k in draws
-                if k[:3] == where and k[3] in metrics and (test is None or test in draws[k])
-            ]
-            row[f"{part}_null"] = _reference(row[part], _average(found))
-    for cell in tables["cells"]:
-        if cell["null"] is not None:
-            cell["null"].update(p_family=None, exceeds_null=False)
-    references = [
-        ref
-        for name in ("by_metric", "by_dimension", "aggregates")
-        for row in tables[name]
-        for ref in (row.get("null"), row.get("ped_null"), row.get("conv_null"))
-        if ref is not None
-    ]
-    adjusted = adjust_p([ref["p_larger"] for ref in references], "bh")
-    for ref, p in zip(references, adjusted, strict=True):
-        ref["p_family"] = p
-        ref["exceeds_null"] = p <= NULL_Q
+) -> Aggregate:
+    """An aggregate row with the null of its Ped. and Conv. means: over `test`'s draws, or every contrast's."""
+    where = (aggregate.domain, aggregate.channel, aggregate.dimension)
+    nulls: dict[str, NullRef | None] = {}
+    parts = (("ped", turn_metrics, aggregate.ped), ("conv", conversation_metrics, aggregate.conv))
+    for part, metrics, observed in parts:
+        found = [
+            _cell_null(draws[k], test) if test is not None else cell_null[k]
+            for k in draws
+            if k[:3] == where and k[3] in metrics and (test is None or test in draws[k])
+        ]
+        nulls[f"{part}_null"] = _reference(observed, _average(found))
+    return aggregate.model_copy(update=nulls)
 
 
 def _average(nulls: Sequence[FloatArray]) -> FloatArray | None:

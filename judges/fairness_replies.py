@@ -4,9 +4,10 @@ so a change of the dialogue's budget or opening shows here first."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from engine import UNJUDGED, EpisodeRecord
+
+from .fairness_model import JudgedReplies
 
 __all__ = ("judged_replies", "unjudged_tutor_replies")
 
@@ -23,17 +24,17 @@ def unjudged_tutor_replies(record: EpisodeRecord) -> int:
     return len({j.target for j in record.judgments if j.metric == UNJUDGED and isinstance(j.target, int)})
 
 
-def judged_replies(records: Sequence[EpisodeRecord]) -> dict[str, Any] | None:
+def judged_replies(records: Sequence[EpisodeRecord]) -> JudgedReplies | None:
     """Dialogues, the mean, fewest and most judged tutor replies per dialogue, and the replies left unjudged in all
     (None without dialogues)."""
     unjudged = [unjudged_tutor_replies(r) for r in records]
     counts = [_judged(r) - left for r, left in zip(records, unjudged, strict=True)]
     if not counts:
         return None
-    return {
-        "dialogues": len(counts),
-        "mean": sum(counts) / len(counts),
-        "min": min(counts),
-        "max": max(counts),
-        "unjudged": sum(unjudged),
-    }
+    return JudgedReplies(
+        dialogues=len(counts),
+        mean=sum(counts) / len(counts),
+        min=min(counts),
+        max=max(counts),
+        unjudged=sum(unjudged),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +24,8 @@ from personas.fairness import FairnessAnalysis
 
 from .conversation_stats import CONVERSATION_STATS
 from .fairness_mismatch import mismatch_differences
-from .fairness_model import Correction, FairnessContrast
-from .fairness_null import NULL_METHOD, NullDraws, mark_means
+from .fairness_model import Aggregate, Correction, DimensionMean, FairnessContrast, MeanAbsR, MeanCell, MetricMean
+from .fairness_null import MeanTables, NullDraws, mark_means
 from .turn_quality import TURN_QUALITY_METRICS
 
 if TYPE_CHECKING:
@@ -211,18 +211,12 @@ def _finding_level(analysis: FairnessAnalysis, m: int, findings: int) -> float:
     return 1 - analysis.q / m
 
 
-def _average(rows: Iterable[Mapping[str, Any]], group: tuple[str, ...], field: str) -> list[dict[str, Any]]:
-    grouped: dict[tuple[str, ...], list[float]] = defaultdict(list)
-    for row in rows:
-        grouped[tuple(row[g] for g in group)].append(row[field])
-    return [{**dict(zip(group, k, strict=True)), "mean_abs_r": float(np.mean(v))} for k, v in grouped.items()]
-
-
 def _aggregates(
     cell_r: Mapping[CellKey, list[float]], by_test: Mapping[CellKey, dict[str, float]]
-) -> list[dict[str, Any]]:
-    """EduFair Tables 5 and 7: Ped./Conv. means of the implicit dimensions and of Correct vs Wrong."""
-    aggregates: list[dict[str, Any]] = []
+) -> list[tuple[Aggregate, str | None]]:
+    """EduFair Tables 5 and 7: Ped./Conv. means of the implicit dimensions and of Correct vs Wrong, each beside
+    the 2×2 test it averages (None: every contrast)."""
+    aggregates: list[tuple[Aggregate, str | None]] = []
     for domain, channel, dimension in sorted({k[:3] for k in cell_r}):
         if channel == "explicit":
             continue
@@ -238,13 +232,14 @@ def _aggregates(
                 ]
                 means[name] = float(np.mean(found)) if found else None
             label = AGGREGATE_LABELS.get(test or dimension, dimension)
-            aggregates.append(
-                {"domain": domain, "channel": channel, "dimension": dimension, "label": label, **means, "test": test}
+            row = Aggregate(
+                domain=domain, channel=channel, dimension=dimension, label=label, ped=means["ped"], conv=means["conv"]
             )
+            aggregates.append((row, test))
     return aggregates
 
 
-def mean_abs_r(contrasts: Sequence[FairnessContrast], null: NullDraws | None = None) -> dict[str, Any]:
+def mean_abs_r(contrasts: Sequence[FairnessContrast], null: NullDraws | None = None) -> MeanAbsR:
     """EduFair's mean-|r| tables: per cell, per metric (over dimensions), per dimension (over the five turn
     metrics), and the Ped./Conv. aggregates of the implicit dimensions and of Correct vs Wrong; each mean with
     its null reference beside it (`judges.fairness_null`) when the permutation draws are given."""
@@ -258,25 +253,33 @@ def mean_abs_r(contrasts: Sequence[FairnessContrast], null: NullDraws | None = N
         by_test[key][c.test] = abs(c.r)
     flagged = {(c.domain, c.channel, c.dimension, c.metric) for c in contrasts if c.finding}
     cells = [
-        {
-            "domain": k[0],
-            "channel": k[1],
-            "dimension": k[2],
-            "metric": k[3],
-            "mean_abs_r": float(np.mean(v)),
-            "contrasts": len(v),
-            "finding": k in flagged,
-        }
+        MeanCell(
+            domain=k[0],
+            channel=k[1],
+            dimension=k[2],
+            metric=k[3],
+            mean_abs_r=float(np.mean(v)),
+            contrasts=len(v),
+            finding=k in flagged,
+        )
         for k, v in cell_r.items()
     ]
-    by_metric = _average(cells, ("domain", "channel", "metric"), "mean_abs_r")
-    turn_cells = (c for c in cells if c["metric"] in TURN_QUALITY_METRICS)
-    by_dimension = _average(turn_cells, ("domain", "channel", "dimension"), "mean_abs_r")
-    tables = {
-        "cells": cells,
-        "by_metric": by_metric,
-        "by_dimension": by_dimension,
-        "aggregates": _aggregates(cell_r, by_test),
-    }
-    mark_means(tables, null or {}, TURN_QUALITY_METRICS, CONVERSATION_STATS)
-    return {"null_method": NULL_METHOD, **tables}
+    per_metric: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    per_dimension: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for cell in cells:
+        per_metric[(cell.domain, cell.channel, cell.metric)].append(cell.mean_abs_r)
+        if cell.metric in TURN_QUALITY_METRICS:
+            per_dimension[(cell.domain, cell.channel, cell.dimension)].append(cell.mean_abs_r)
+    tables = MeanTables(
+        cells=cells,
+        by_metric=[
+            MetricMean(domain=d, channel=ch, metric=m, mean_abs_r=float(np.mean(v)))
+            for (d, ch, m), v in per_metric.items()
+        ],
+        by_dimension=[
+            DimensionMean(domain=d, channel=ch, dimension=dim, mean_abs_r=float(np.mean(v)))
+            for (d, ch, dim), v in per_dimension.items()
+        ],
+        aggregates=_aggregates(cell_r, by_test),
+    )
+    return mark_means(tables, null or {}, TURN_QUALITY_METRICS, CONVERSATION_STATS)

@@ -40,10 +40,7 @@ from .fairness_model import (
     AuditRow,
     FairnessResults,
     FairnessSummary,
-    JudgedReplies,
     LevelMeans,
-    MeanAbsR,
-    MetricPair,
 )
 from .fairness_null import NullCell, mark_contrasts, null_draws
 from .fairness_planning import planning_lines
@@ -139,7 +136,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         scores = {r.id: dialogue_scores(r) for r in ok}
         domains = sorted({str(r.meta.get("domain")) for r in ok})
         tested: list[Tested] = []
-        means: list[dict[str, Any]] = []
+        means: list[LevelMeans] = []
         null_cells: list[NullCell] = []
         for domain in [ALL_DOMAINS, *domains] if len(domains) > 1 else domains:
             pool = [r for r in ok if domain == ALL_DOMAINS or str(r.meta.get("domain")) == domain]
@@ -151,19 +148,18 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         contrasts = mark_contrasts([t.row for t in tested], null_cells, draws)
         agreement = metric_agreement(ok)
         findings = [c for c in contrasts if c.finding]
-        found_replies = judged_replies(ok)
         return FairnessResults(
             tutor=manifest.get("models", {}).get("tutor"),
             correction=correction,
             contrasts=contrasts,
             findings=findings,
             mechanisms=mechanisms(findings, agreement),
-            metric_agreement=[MetricPair.model_validate(pair) for pair in agreement],
-            means=[LevelMeans.model_validate(row) for row in means],
-            mean_abs_r=MeanAbsR.model_validate(mean_abs_r(contrasts, draws)),
-            audit=[AuditRow.model_validate(row) for row in self._audit(ok)],
+            metric_agreement=agreement,
+            means=means,
+            mean_abs_r=mean_abs_r(contrasts, draws),
+            audit=self._audit(ok),
             stop_reasons=self._stop_reasons(ok),
-            judged_replies=None if found_replies is None else JudgedReplies.model_validate(found_replies),
+            judged_replies=judged_replies(ok),
         )
 
     def _cell(
@@ -172,7 +168,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         scores: Scores,
         where: tuple[str, str],
         seed: int,
-        means: list[dict[str, Any]],
+        means: list[LevelMeans],
         null_cells: list[NullCell],
         analysis: FairnessAnalysis,
         n_boot: int,
@@ -194,13 +190,13 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
                 if len(levels) >= 2:
                     null_cell.tables[metric] = np.column_stack([np.asarray(columns[lv], dtype=float) for lv in levels])
                 means.append(
-                    {
-                        "domain": domain,
-                        "channel": channel,
-                        "dimension": dimension,
-                        "metric": metric,
-                        "levels": {level: nanmean(v) for level, v in columns.items()},
-                    }
+                    LevelMeans(
+                        domain=domain,
+                        channel=channel,
+                        dimension=dimension,
+                        metric=metric,
+                        levels={level: nanmean(v) for level, v in columns.items()},
+                    )
                 )
                 cell_keys = {"domain": domain, "channel": channel, "dimension": dimension, "metric": metric}
                 cell_seed = derive_seed(seed, domain, channel, dimension, metric)
@@ -208,7 +204,7 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         return found
 
     @staticmethod
-    def _audit(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
+    def _audit(records: list[EpisodeRecord]) -> list[AuditRow]:
         groups: dict[tuple[str, str, str], list[EpisodeRecord]] = defaultdict(list)
         for r in records:
             groups[
@@ -216,13 +212,13 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
             ].append(r)
         rows = []
         for (channel, dimension, level), group in sorted(groups.items()):
-            row: dict[str, Any] = {"channel": channel, "dimension": dimension, "level": level, "dialogues": len(group)}
+            shares: dict[str, float | None] = {}
             for flag in AUDIT_METRICS:
                 values = [
                     j.value for r in group if (j := r.judgment(flag, "conversation")) and isinstance(j.value, bool)
                 ]
-                row[flag] = sum(values) / len(values) if values else None
-            rows.append(row)
+                shares[flag] = sum(values) / len(values) if values else None
+            rows.append(AuditRow(channel=channel, dimension=dimension, level=level, dialogues=len(group), **shares))
         return rows
 
     @staticmethod

@@ -4,8 +4,7 @@ times."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,6 +21,9 @@ else:
 __all__ = (
     "RESULT_CONFIG",
     "ClusteredRate",
+    "DeltaInterval",
+    "DiscreteHazard",
+    "HazardStep",
     "Rate",
     "RateDifference",
     "SurvivalRow",
@@ -241,8 +243,10 @@ def _newcombe(a: ClusteredRate, b: ClusteredRate) -> tuple[float, float]:
     return max(-1.0, low), min(1.0, high)
 
 
-@dataclass(frozen=True)
-class SurvivalRow:
+class SurvivalRow(BaseModel):
+    """One time of a Kaplan–Meier table: those at risk, the events, and the share still without one."""
+
+    model_config = RESULT_CONFIG
     turn: int
     at_risk: int
     events: int
@@ -261,13 +265,44 @@ def survival_table(times: Sequence[int], observed: Sequence[bool]) -> list[Survi
     for turn in sorted({int(x) for x in t}):
         at_risk = int(np.sum(t >= turn))
         events = int(np.sum((t == turn) & seen))
-        rows.append(SurvivalRow(turn, at_risk, events, float(estimate.evaluate(turn))))
+        rows.append(SurvivalRow(turn=turn, at_risk=at_risk, events=events, surviving=float(estimate.evaluate(turn))))
     return rows
+
+
+class HazardStep(BaseModel):
+    """One time of a discrete hazard: first events among those still at risk, with a Wilson interval."""
+
+    model_config = RESULT_CONFIG
+    turn: int
+    at_risk: int
+    events: int
+    hazard: float | None
+    low: float | None
+    high: float | None
+
+
+class DeltaInterval(BaseModel):
+    """A difference of two rates with its interval and the method that gave it (a `RateDifference` without its
+    two rates)."""
+
+    model_config = RESULT_CONFIG
+    delta: float | None
+    low: float | None
+    high: float | None
+    method: str
+
+
+class DiscreteHazard(BaseModel):
+    model_config = RESULT_CONFIG
+    per_turn: list[HazardStep]
+    first: ClusteredRate
+    later: ClusteredRate
+    later_minus_first: DeltaInterval
 
 
 def discrete_hazard(
     times: Sequence[int], observed: Sequence[bool], *, seed: int, confidence: float = 0.95, n_resamples: int = 10_000
-) -> dict[str, Any]:
+) -> DiscreteHazard:
     """Discrete-time hazard of the event: at each time, and at time 1 against every later time.
 
     `h_t = events at t / at risk at t` (the survival table's counts, so `1 − h_t` are its factors), for every
@@ -286,7 +321,10 @@ def discrete_hazard(
     per_time = []
     for turn in range(1, int(t.max(initial=0)) + 1):
         at_risk, events = int(np.sum(t >= turn)), int(np.sum((t == turn) & seen))
-        per_time.append({"turn": turn, "at_risk": at_risk, "events": events, **_hazard(events, at_risk, confidence)})
+        found = rate(events, at_risk, confidence=confidence)
+        per_time.append(
+            HazardStep(turn=turn, at_risk=at_risk, events=events, hazard=found.rate, low=found.low, high=found.high)
+        )
     first_events = ((t == 1) & seen).astype(int).tolist()
     first_trials = [1] * len(t)
     later_events = ((t > 1) & seen).astype(int).tolist()
@@ -301,19 +339,11 @@ def discrete_hazard(
         confidence=confidence,
         n_resamples=n_resamples,
     )
-    return {
-        "per_turn": per_time,
-        "first": difference.a.model_dump(),
-        "later": difference.b.model_dump(),
-        "later_minus_first": {
-            "delta": difference.delta,
-            "low": difference.low,
-            "high": difference.high,
-            "method": difference.method,
-        },
-    }
-
-
-def _hazard(events: int, at_risk: int, confidence: float) -> dict[str, float | None]:
-    found = rate(events, at_risk, confidence=confidence)
-    return {"hazard": found.rate, "low": found.low, "high": found.high}
+    return DiscreteHazard(
+        per_turn=per_time,
+        first=difference.a,
+        later=difference.b,
+        later_minus_first=DeltaInterval(
+            delta=difference.delta, low=difference.low, high=difference.high, method=difference.method
+        ),
+    )

@@ -37,9 +37,9 @@ def test_case_specific_responses_are_recovered_and_generic_ones_are_not() -> Non
     ]
     (row,) = case_recovery(records, _text)
     # a, b and c's pairs find each other (6 of 7); d's nearest is one of c's generic answers
-    assert (row["response"], row["k"], row["n"]) == ("immediate", 6, 7)
+    assert (row.response, row.k, row.n) == ("immediate", 6, 7)
     # candidates from the same case: a 1, a 1, b 1, b 1, c 1, c 1, d 0 of 6 each
-    assert row["chance"] == 6 / 42
+    assert row.chance == 6 / 42
 
 
 def test_no_case_with_two_responses_means_no_row() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bench.fairness_calibration import DESIGNS, analyse, prepare, run_seed
 from engine import EpisodeRecord, Judgment
 from judges.fairness_mechanism import SAME_SIGNAL, mechanisms, metric_agreement
-from judges.fairness_model import FairnessContrast
+from judges.fairness_model import FairnessContrast, MetricPair
 
 STAMP = "2025-01-01T00:00:00+00:00"
 
@@ -28,12 +28,12 @@ def test_metric_agreement_counts_turns_both_metrics_label() -> None:
         record("a", {"mistake_recognize": [1, 0, -1, 1], "corrective_tone": [1, 0, -1, 0], "answer_leakage": [0] * 4}),
         record("b", {"mistake_recognize": [1] * 20, "corrective_tone": [1] * 20}),
     ]
-    pairs = {(r["a"], r["b"]): r for r in metric_agreement(records)}
+    pairs = {(r.a, r.b): r for r in metric_agreement(records)}
     pair = pairs[("mistake_recognize", "corrective_tone")]
-    assert (pair["turns"], pair["agreement"]) == (23, 22 / 23)
-    assert pair["same_signal"] == (SAME_SIGNAL <= 22 / 23)
+    assert (pair.turns, pair.agreement) == (23, 22 / 23)
+    assert pair.same_signal == (SAME_SIGNAL <= 22 / 23)
     leak = pairs[("mistake_recognize", "answer_leakage")]
-    assert (leak["turns"], leak["agreement"]) == (3, 1 / 3)
+    assert (leak.turns, leak.agreement) == (3, 1 / 3)
 
 
 def test_findings_on_one_contrast_form_one_mechanism_with_its_signals_and_cause() -> None:
@@ -43,7 +43,7 @@ def test_findings_on_one_contrast_form_one_mechanism_with_its_signals_and_cause(
         for m, p in (("tutor_turns", 0.001), ("answer_leakage", 0.0001), ("mistake_recognize", 0.01),
                      ("corrective_tone", 0.02))
     ]  # fmt: skip
-    agreement = [{"a": "mistake_recognize", "b": "corrective_tone", "same_signal": True}]
+    agreement = [MetricPair(a="mistake_recognize", b="corrective_tone", turns=20, agreement=1.0, same_signal=True)]
     (found,) = mechanisms(rows, agreement)
     assert found.dimension == "immigration" and found.contrast == "immigrant − native"
     assert [f.metric for f in found.findings] == [

@@ -3,13 +3,12 @@ hand-built data."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 from engine import derive_seed, label_permutations, rank_biserial_rows
-from judges.fairness_null import NullCell, mark_means, null_draws
+from judges.fairness_model import MeanCell, MetricMean
+from judges.fairness_null import MeanTables, NullCell, mark_means, null_draws
 
 
 def test_two_level_fast_path_equals_permuting_the_table() -> None:
@@ -39,24 +38,22 @@ def test_a_planted_gap_exceeds_its_null_and_noise_does_not() -> None:
     cell = NullCell(("all", "explicit", "gender"), ["female", "male"], {"gap": gap, "noise": noise}, False)
     draws = null_draws([cell], seed=1, draws=2000, derive=derive_seed)
     observed = {m: float(np.abs(rank_biserial_rows(t[:, 0] - t[:, 1]))) for m, t in (("gap", gap), ("noise", noise))}
-    tables: dict[str, Any] = {
-        "cells": [
-            {"domain": "all", "channel": "explicit", "dimension": "gender", "metric": m, "mean_abs_r": observed[m]}
+    where = {"domain": "all", "channel": "explicit"}
+    tables = MeanTables(
+        cells=[
+            MeanCell(**where, dimension="gender", metric=m, mean_abs_r=observed[m], contrasts=1, finding=False)
             for m in ("gap", "noise")
         ],
-        "by_metric": [
-            {"domain": "all", "channel": "explicit", "metric": m, "mean_abs_r": observed[m]} for m in ("gap", "noise")
-        ],
-        "by_dimension": [],
-        "aggregates": [],
-    }
-    mark_means(tables, draws, ["gap", "noise"], [])
-    gap_row, noise_row = tables["by_metric"]
-    assert gap_row["null"]["exceeds_null"] and gap_row["null"]["p_larger"] == pytest.approx(1 / 2001)
-    assert not noise_row["null"]["exceeds_null"]
-    # the null of |r| at 40 items: its mean over draws, straight from the draws
-    assert noise_row["null"]["null_mean"] == pytest.approx(
-        float(draws[("all", "explicit", "gender", "noise")]["wilcoxon"].mean())
+        by_metric=[MetricMean(**where, metric=m, mean_abs_r=observed[m]) for m in ("gap", "noise")],
+        by_dimension=[],
+        aggregates=[],
     )
-    assert all(not c["null"]["exceeds_null"] and c["null"]["p_family"] is None for c in tables["cells"])
-    assert not gap_row["null"]["resolves_meaningful"] and not gap_row["null"]["meaningful"]
+    found = mark_means(tables, draws, ["gap", "noise"], [])
+    gap_ref, noise_ref = (row.null for row in found.by_metric)
+    assert gap_ref is not None and noise_ref is not None
+    assert gap_ref.exceeds_null and gap_ref.p_larger == pytest.approx(1 / 2001)
+    assert not noise_ref.exceeds_null
+    # the null of |r| at 40 items: its mean over draws, straight from the draws
+    assert noise_ref.null_mean == pytest.approx(float(draws[("all", "explicit", "gender", "noise")]["wilcoxon"].mean()))
+    assert all(c.null is not None and not c.null.exceeds_null and c.null.p_family is None for c in found.cells)
+    assert not gap_ref.resolves_meaningful and not gap_ref.meaningful

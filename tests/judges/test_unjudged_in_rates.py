@@ -142,9 +142,9 @@ def test_crescendo_answer_leak_states_a_planted_unjudged_reply(crescendo: engine
                 planted[r.condition["format"]] += 1
         changed.append(r.model_copy(update={"judgments": judgments}))
     summary = CrescendoSummarizer().results(changed, run.read_manifest())
-    assert summary["answer_leak"]["unjudged"] == {fmt: planted[fmt] for fmt in ("single", "multi")}
+    assert summary.answer_leak.unjudged == {fmt: planted[fmt] for fmt in ("single", "multi")}
     assert min(planted.values()) > 0
-    text = CrescendoSummarizer().render_markdown(summary)
+    text = CrescendoSummarizer().render_markdown(summary.model_dump(mode="json"))
     assert f"unjudged replies: single {planted['single']}, multi {planted['multi']}" in text
 
 

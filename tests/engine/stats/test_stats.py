@@ -99,7 +99,10 @@ def test_survival_table_input_order_does_not_matter() -> None:
 def test_survival_table_all_censored_stays_at_one() -> None:
     """With no events, every row has zero events and survival 1."""
     rows = survival_table([2, 3, 3], [False, False, False])
-    assert rows == [SurvivalRow(2, 3, 0, 1.0), SurvivalRow(3, 2, 0, 1.0)]
+    assert rows == [
+        SurvivalRow(turn=2, at_risk=3, events=0, surviving=1.0),
+        SurvivalRow(turn=3, at_risk=2, events=0, surviving=1.0),
+    ]
 
 
 def test_survival_table_all_observed_reaches_zero() -> None:
@@ -215,16 +218,18 @@ def test_discrete_hazard_counts_every_exchange() -> None:
     times = [1, 3, 3, 2, 4, 4, 1, 2]
     observed = [True, True, False, False, True, False, False, True]
     found = discrete_hazard(times, observed, seed=1)
-    per_turn = [(r["turn"], r["at_risk"], r["events"]) for r in found["per_turn"]]
+    per_turn = [(r.turn, r.at_risk, r.events) for r in found.per_turn]
     assert per_turn == [(1, 8, 1), (2, 6, 1), (3, 4, 1), (4, 2, 1)]
-    assert found["per_turn"][2]["hazard"] == pytest.approx(1 / 4)
-    assert (found["per_turn"][2]["low"], found["per_turn"][2]["high"]) == pytest.approx(wilson(1, 4))
-    first, later = found["first"], found["later"]
-    assert (first["k"], first["n"]) == (1, 8)
+    assert found.per_turn[2].hazard == pytest.approx(1 / 4)
+    assert (found.per_turn[2].low, found.per_turn[2].high) == pytest.approx(wilson(1, 4))
+    first, later = found.first, found.later
+    assert (first.k, first.n) == (1, 8)
     # exposures after exchange 1: 6 + 4 + 2 = 12 (at risk at 2, 3, 4), 3 first harms among them
-    assert (later["k"], later["n"]) == (3, 12)
-    assert found["later_minus_first"]["delta"] == pytest.approx(3 / 12 - 1 / 8)
-    assert found["later_minus_first"]["low"] < found["later_minus_first"]["delta"] < found["later_minus_first"]["high"]
+    assert (later.k, later.n) == (3, 12)
+    difference = found.later_minus_first
+    assert difference.delta == pytest.approx(3 / 12 - 1 / 8)
+    assert difference.low is not None and difference.delta is not None and difference.high is not None
+    assert difference.low < difference.delta < difference.high
 
 
 def test_discrete_hazard_is_flat_on_a_constant_hazard_and_rising_on_escalation() -> None:
@@ -244,7 +249,8 @@ def test_discrete_hazard_is_flat_on_a_constant_hazard_and_rising_on_escalation()
                 observed.append(False)
         return times, observed
 
-    flat = discrete_hazard(*simulate([0.2] * 6), seed=0)["later_minus_first"]
-    rising = discrete_hazard(*simulate([0.1, 0.25, 0.4, 0.55, 0.7, 0.85]), seed=0)["later_minus_first"]
-    assert flat["low"] <= 0.0 <= flat["high"]
-    assert rising["low"] > 0.1
+    flat = discrete_hazard(*simulate([0.2] * 6), seed=0).later_minus_first
+    rising = discrete_hazard(*simulate([0.1, 0.25, 0.4, 0.55, 0.7, 0.85]), seed=0).later_minus_first
+    assert flat.low is not None and flat.high is not None and rising.low is not None
+    assert flat.low <= 0.0 <= flat.high
+    assert rising.low > 0.1
