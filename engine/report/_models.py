@@ -152,7 +152,7 @@ def _by_level(
     """factor → level → tutor → mean headline over the units every tutor has (a heatmap's numbers)."""
     common = set.intersection(*(set(scores[label]) for label in labels)) if labels else set()
     found: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for key in common:
+    for key in sorted(common):  # a fixed order, so the means repeat to the last digit
         for factor, level in key[1]:
             for label in labels:
                 value = scores[label][key].get(metric)
