@@ -230,15 +230,17 @@ class FairnessProtocol:
                 student_calls,
                 self._student_tokens(first, student_calls, _REPLY_TOKENS + _STUDENT_REPLY_TOKENS),
             )
-        per_turn = judge_calls(built, 1) - judge_calls(built, 0)  # judges' calls grow by this per judged turn
-        calls = judge_calls(built, 0) + per_turn * tutor_expected
-        guesses["judge"] = CallEstimate(
-            round(calls),
-            round(calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120)),
-            judge_calls(built, tutor_calls),
-            judge_calls(built, tutor_calls) * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120),
-        )
+        guesses["judge"] = self._judge_guess(built, tutor_expected, tutor_calls)
         return guesses
+
+    @staticmethod
+    def _judge_guess(built: BuiltScenario, judged: float, most: int) -> CallEstimate:
+        """The judges' calls for `judged` expected tutor turns (their calls grow linearly per judged turn), and
+        for `most`."""
+        per_turn = judge_calls(built, 1) - judge_calls(built, 0)
+        calls, upper = judge_calls(built, 0) + per_turn * judged, judge_calls(built, most)
+        size = _PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120
+        return CallEstimate(round(calls), round(calls * size), upper, upper * size)
 
     @staticmethod
     def _student_prompt(built: BuiltScenario, episode: Episode) -> int:
