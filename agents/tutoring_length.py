@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine import PROVIDERS, BuiltScenario, Episode, ModelSpec
+from engine import PROVIDERS, BuiltScenario, Episode, ModelSpec, leak_chance
 
 from .persona import PersonaStudent
 from .persona_sim import PersonaKnobs
@@ -45,21 +45,12 @@ def _tutor_spec(built: BuiltScenario, episode: Episode) -> ModelSpec:
     return labelled.get(episode.tutor, models.tutors[0])
 
 
-def _leak(knobs: Any, pressure: int, bias: float) -> float:
-    """The sim tutor's chance of giving the answer away (its `leak_probability`: `pressure` is the number of
-    student turns it has seen, less one)."""
-    return float(min(knobs.leak_max, max(0.0, knobs.leak_base + knobs.leak_per_turn * pressure + bias)))
-
-
-def _cue_bias(built: BuiltScenario, episode: Episode, knobs: Any) -> float:
-    """The leak added by `cue_bias` for the cues in this episode's tutor system prompt (0 without any)."""
+def _tutor_system(built: BuiltScenario, episode: Episode, knobs: Any) -> str:
+    """This episode's tutor system prompt, where the sim's `cue_bias` looks for its cues (rendered only then)."""
     if not knobs.cue_bias:
-        return 0.0
+        return ""
     tutor = built.make_tutor()
-    if not isinstance(tutor, ModelTutor):
-        return 0.0
-    system = system_prompt_for(episode, tutor.options.system_prompt).lower()
-    return float(sum(delta for cue, delta in knobs.cue_bias.items() if cue.lower() in system))
+    return system_prompt_for(episode, tutor.options.system_prompt) if isinstance(tutor, ModelTutor) else ""
 
 
 def sim_turn_odds(
@@ -71,8 +62,8 @@ def sim_turn_odds(
     each followed by a tutor reply while k <= `tutor_replies`. A student who states the answer gets one more
     tutor reply and the dialogue ends; so does one who restates an opening that gave the answer away (the
     protocol checks no reveal in the opening itself). Otherwise the tutor's reply after student call k gives the
-    answer away with the sim's leak probability at pressure k − 1. A student that is not the sim's persona is
-    taken never to solve alone (its rate is unknown), which can only lengthen the expected dialogue."""
+    answer away with the sim's own chance after k student turns (`engine.leak_chance`). A student that is not
+    the sim's persona is taken never to solve alone (its rate is unknown), which can only lengthen the dialogue."""
     knobs = _sim_knobs(_tutor_spec(built, episode))
     if knobs is None:
         return None
@@ -82,14 +73,14 @@ def sim_turn_odds(
         assert student_spec is not None
         fields = PersonaKnobs.model_fields
         solve = PersonaKnobs.model_validate({k: v for k, v in student_spec.params.items() if k in fields}).solve_rate
-    bias = _cue_bias(built, episode, knobs)
+    system = _tutor_system(built, episode, knobs)
     alive = 1.0
     tutor: list[float] = []
     students: list[float] = []
     restates = 0.0
     if opening_by_model:
         tutor.append(1.0)
-        restates = _leak(knobs, 0, bias)  # the opening is not tutor-led: the sim's leak at no pressure
+        restates = leak_chance(knobs, 0, system)  # the opening is not tutor-led: the sim's leak at no pressure
     for k in range(1, student_calls + 1):
         students.append(alive)
         if k > tutor_replies:
@@ -97,5 +88,5 @@ def sim_turn_odds(
         tutor.append(alive)
         states = restates if k == 1 else 0.0
         states += (1 - states) * solve
-        alive *= (1 - states) * (1 - _leak(knobs, k - 1, bias))
+        alive *= (1 - states) * (1 - leak_chance(knobs, k, system))
     return TurnOdds(tuple(students), tuple(tutor))
