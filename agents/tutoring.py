@@ -42,6 +42,7 @@ from engine import (
 )
 
 from .persona import DEFAULT_OPENING, PersonaStudent, student_system
+from .tutoring_length import TurnOdds, sim_turn_odds
 
 __all__ = ("DEFAULT_MAX_TURNS", "FairnessProtocol", "StopReason", "TutorLedSettings", "states_answer")
 
@@ -178,10 +179,13 @@ class FairnessProtocol:
         ctx.meta["max_turns"] = dialogue.max_turns
 
     def estimate(self, built: BuiltScenario, episode: Episode, /) -> Mapping[str, CallEstimate]:
-        """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing); the tutor's
-        expected tokens are its calls at the size the simulator's tutor measures (bench/estimate_accuracy.py); the
-        student is expected to stop midway through its budget (the tutor's reveal or the student's answer can end
-        the dialogue at any reply), its prompt starting from its own system prompt and the opening."""
+        """Upper bound: every turn up to `max_turns` is played (a template opening costs nothing). Expected: with
+        the `sim` tutor, each turn weighted by the chance the dialogue reaches it, from the sim's own stop knobs
+        (`tutoring_length`); with any other tutor every tutor turn, and the student stopping midway through its
+        budget — the tutor's reveal or the student's answer can end the dialogue at any reply, at a rate no dry
+        run can know, so that figure is an upper bound for a tutor that gives the answer away early. The tutor's
+        calls are at the size the simulator's tutor measures (bench/estimate_accuracy.py); the student's prompt
+        starts from its own system prompt and the opening."""
         scenario = built.scenario
         options = built.plugins.student_options
         max_turns = getattr(options, "max_turns", DEFAULT_MAX_TURNS)
@@ -196,25 +200,47 @@ class FairnessProtocol:
             student_calls = max_turns // 2  # turns 1, 3, ...
         context = [_PROMPT_TOKENS + _TOKENS_PER_TURN * index for index in range(1, max_turns)]
         first = self._student_prompt(built, episode)
+        odds = sim_turn_odds(
+            built,
+            episode,
+            opening_by_model=by_model,
+            student_calls=student_calls,
+            tutor_replies=tutor_calls - by_model,
+        )
+        if odds is None:  # every tutor turn; the student midway through its budget
+            half = (1 + student_calls) // 2
+            odds = TurnOdds((1.0,) * half, (1.0,) * tutor_calls)
+        tutor_expected = sum(odds.tutor)
         guesses = {
             "tutor": CallEstimate(
-                tutor_calls,
-                tutor_calls * _TYPICAL_TUTOR_CALL,
+                round(tutor_expected),
+                round(tutor_expected * _TYPICAL_TUTOR_CALL),
                 tutor_calls,
                 sum(context[1::2]) + _REPLY_TOKENS * tutor_calls,
             ),
         }
         if scenario.models.student is not None:
-            expected = (1 + student_calls) // 2  # the tutor may end it at any reply: midway through the budget
+            growth = 2 * _TOKENS_PER_TURN
+            expected_tokens = sum(
+                chance * (first + growth * k + _STUDENT_REPLY_TOKENS) for k, chance in enumerate(odds.student)
+            )
             guesses["student"] = CallEstimate(
-                expected,
-                self._student_tokens(first, expected, 2 * _TOKENS_PER_TURN),
+                round(sum(odds.student)),
+                round(expected_tokens),
                 student_calls,
                 self._student_tokens(first, student_calls, _REPLY_TOKENS + _STUDENT_REPLY_TOKENS),
             )
-        calls = judge_calls(built, tutor_calls)
-        guesses["judge"] = CallEstimate(calls, calls * (_PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120))
+        guesses["judge"] = self._judge_guess(built, tutor_expected, tutor_calls)
         return guesses
+
+    @staticmethod
+    def _judge_guess(built: BuiltScenario, judged: float, most: int) -> CallEstimate:
+        """The judges' calls for `judged` expected tutor turns (their calls grow linearly per judged turn), and
+        for `most`."""
+        per_turn = judge_calls(built, 1) - judge_calls(built, 0)
+        calls, upper = judge_calls(built, 0) + per_turn * judged, judge_calls(built, most)
+        size = _PROMPT_TOKENS + _TOKENS_PER_TURN * 4 + 120
+        return CallEstimate(round(calls), round(calls * size), upper, upper * size)
 
     @staticmethod
     def _student_prompt(built: BuiltScenario, episode: Episode) -> int:

@@ -36,6 +36,7 @@ from .models.sim._provider import (
     SimJudgeParams,
     format_number,
     last_message,
+    leak_chance,
     wrong_numbers,
 )
 from .models.sim._tasks import sim_knobs, sim_task
@@ -249,6 +250,7 @@ __all__ = [
     "label_entropy",
     "label_shares",
     "last_message",
+    "leak_chance",
     "load_built",
     "load_scenario",
     "load_yaml_file",

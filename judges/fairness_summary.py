@@ -247,7 +247,19 @@ class FairnessSummarizer(BlockSummarizer[FairnessSummary]):
         ties = None
         if power_r is not None:
             ties = sim_tie_shares(scenario, FairnessSummarizer(intervals=False, null_draws=1).results)
-        return planning_lines(episodes, analysis, power_r=power_r, ties=ties)
+        return planning_lines(episodes, analysis, power_r=power_r, ties=ties) + _length_note(scenario)
 
 
 SUMMARIZERS.add("fairness", FairnessSummarizer())
+
+
+def _length_note(scenario: Scenario) -> list[str]:
+    """What the dry run's expected figure assumes for a tutor whose reveal rate no plan can know."""
+    real = sorted({spec.model for spec in scenario.models.tutors if spec.provider != "sim"})
+    if not real:
+        return []
+    return [
+        f"estimate: {', '.join(real)} may end a dialogue early by giving the answer away, at a rate no dry run "
+        "can know, so the expected calls and tokens below count every tutor turn (the student's, half its "
+        "budget): an upper bound for dialogues that stop early. With the sim tutor its leak knobs give the length."
+    ]

@@ -112,8 +112,7 @@ def survival_html(block: Survival, numbers: Markup) -> Markup:
     """The plot as inline SVG followed by `numbers` (its tables, rendered by the caller)."""
     canvas = Canvas(540, 245 if block.hazard else 300)
     legend = _legend(block)
-    outside = not block.hazard
-    right = canvas.width - 12 - (legend_width(legend) if outside else 0)
+    right = canvas.width - 12 - legend_width(legend)  # outside: inside, it hid a hazard of 1 at the last reply
     box = Box(48, 10, right, canvas.height - 36)
     times = [float(p.time) for c in block.curves for p in c.points if p.value is not None]
     ax = Axes(canvas, box, fit([0.0, *times] if not block.hazard else times), (0.0, 1.0 if block.hazard else 1.02))
@@ -125,5 +124,5 @@ def survival_html(block: Survival, numbers: Markup) -> Markup:
     ax.yticks(yticks)
     ax.xlabel(block.xlabel)
     ax.ylabel(block.ylabel, offset=34)
-    ax.legend(legend, outside=outside)
+    ax.legend(legend)
     return plot(canvas, key=block.key, caption=block.caption, numbers=numbers)

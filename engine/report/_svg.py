@@ -33,6 +33,7 @@ Cell = str | int | float | bool | Markup | None
 _KEY = re.compile(r"[^A-Za-z0-9_-]+")
 _NUMBER = re.compile(r"[+\-−]?\d[\d,]*(?:\.\d+)?%?")
 """A cell that is one formatted number ("12.4", "+3", "62%", "1,234"): aligned right like a number."""
+_HEADER_BREAK = re.compile(r"([_/])(?=\w)")
 _POINTS = 72.0
 
 
@@ -54,7 +55,8 @@ def plot(fig: Canvas, *, key: str, caption: str, numbers: Markup | None = None) 
 
 def _cell(value: Cell, tag: str) -> Markup:
     if isinstance(value, Markup):
-        return Markup("<{0}>{1}</{0}>").format(Markup(tag), value)
+        css = Markup(' class="num"') if tag == "td" and _NUMBER.fullmatch(value.striptags()) else Markup("")
+        return Markup("<{0}{1}>{2}</{0}>").format(Markup(tag), css, value)
     if value is None:
         return Markup('<{0} class="empty">–</{0}>').format(Markup(tag))
     if isinstance(value, bool):
@@ -62,7 +64,10 @@ def _cell(value: Cell, tag: str) -> Markup:
     if isinstance(value, int | float) or tag == "td" and isinstance(value, str) and _NUMBER.fullmatch(value):
         text = format_sig(value) if isinstance(value, float) else str(value)
         return Markup('<{0} class="num">{1}</{0}>').format(Markup(tag), text)
-    return Markup("<{0}>{1}</{0}>").format(Markup(tag), value)
+    text = Markup.escape(value)
+    if tag == "th":  # a header may break after "_" or "/" ("provide_similar_problem"), never inside a word
+        text = Markup(_HEADER_BREAK.sub(r"\1<wbr>", str(text)))
+    return Markup("<{0}>{1}</{0}>").format(Markup(tag), text)
 
 
 def table(
@@ -80,11 +85,12 @@ def table(
         css = row_classes[index] if row_classes is not None and index < len(row_classes) else ""
         cells = Markup("").join(_cell(value, "td") for value in row)
         body += Markup('<tr class="{}">{}</tr>').format(css, cells) if css else Markup("<tr>{}</tr>").format(cells)
-    caption_html = Markup("<caption>{}</caption>").format(caption) if caption else Markup("")
+    # The caption sits above the scrolling box, not in it: a wide table's caption stays readable at any width.
+    caption_html = Markup('<p class="table-caption">{}</p>').format(caption) if caption else Markup("")
     table_id = Markup(' id="tbl-{}"').format(_KEY.sub("-", key)) if key else Markup("")
     return Markup(
-        '<div class="table-wrap"><table class="data"{}>{}<thead><tr>{}</tr></thead><tbody>{}</tbody></table></div>'
-    ).format(table_id, caption_html, head, body)
+        '{}<div class="table-wrap"><table class="data"{}><thead><tr>{}</tr></thead><tbody>{}</tbody></table></div>'
+    ).format(caption_html, table_id, head, body)
 
 
 def paragraph(text: str | Markup, *, css: str | None = None) -> Markup:

@@ -86,8 +86,8 @@ def test_estimate_follows_the_count_and_the_opening(
 ) -> None:
     scenario = fairness_scenario(tmp_path, options=options, system_prompt="You are a tutor.")
     estimate = FairnessProtocol().estimate(build(scenario), episodes(scenario)[0])
-    assert (estimate["tutor"].calls, estimate["student"].upper_calls) == (tutor, student)
-    assert estimate["student"].calls == (1 + student) // 2
+    assert (estimate["tutor"].upper_calls, estimate["student"].upper_calls) == (tutor, student)
+    assert 0 < estimate["student"].calls < student and 0 < estimate["tutor"].calls < tutor  # the sim can stop early
 
 
 def test_decoding_reaches_real_endpoints_and_the_sim_says_what_it_cannot_honour() -> None:

@@ -19,6 +19,7 @@ from rich.console import RenderableType
 
 from agents import DEFAULT_OPENING, FairnessProtocol, PersonaStudent, render
 from agents.tutoring import states_answer
+from agents.tutoring_length import sim_turn_odds
 from engine import (
     JUDGES,
     PROTOCOLS,
@@ -438,16 +439,86 @@ async def test_design_profile_reaches_the_student(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("max_turns", "tutor", "student"), [(10, 4, 5), (7, 3, 3), (2, 0, 1)])
 def test_estimate(tmp_path: Path, max_turns: int, tutor: int, student: int) -> None:
-    """Upper bounds: tutor and student turns within max_turns; judge calls = votes × tutor turns (detectors free)."""
+    """Upper bounds: tutor and student turns within max_turns; judge calls = votes × tutor turns (detectors free).
+    A sim tutor that never gives the answer away, and a student that never solves it, play every turn."""
     # Built, so its tutor prompt names no design variable (this scenario has no design to provide a cue).
     prompt = "You are a patient {{ item.domain }} tutor."
-    scenario = fairness_scenario(tmp_path, options={"max_turns": max_turns}, judge_votes=3, system_prompt=prompt)
+    scenario = fairness_scenario(
+        tmp_path,
+        tutor={"leak_base": 0.0, "leak_per_turn": 0.0},
+        student={"solve_rate": 0.0},
+        options={"max_turns": max_turns},
+        judge_votes=3,
+        system_prompt=prompt,
+    )
     estimate = FairnessProtocol().estimate(build(scenario), episodes(scenario)[0])
-    assert estimate["tutor"].calls == tutor
-    assert estimate["student"].upper_calls == student
-    assert estimate["student"].calls == (1 + student) // 2  # expected: the dialogue ends midway through its budget
-    assert estimate["judge"].calls == 3 * tutor
+    assert (estimate["tutor"].calls, estimate["tutor"].upper_calls) == (tutor, tutor)
+    assert (estimate["student"].calls, estimate["student"].upper_calls) == (student, student)
+    assert (estimate["judge"].calls, estimate["judge"].upper_calls) == (3 * tutor, 3 * tutor)
     assert all(e.tokens >= 0 for e in estimate.values())
+
+
+def test_estimate_weights_each_turn_by_the_sim_tutors_leak(tmp_path: Path) -> None:
+    """max_turns 10 (template opening): student turns 1-5, tutor replies after turns 1-4. The sim leaks with
+    0.5 at no pressure, +0.25 per further student turn, capped at 0.75: the chance each turn is reached is
+    1, .5, .5·.25, .5·.25·.25, ... (hand enumeration)."""
+    knobs = {"leak_base": 0.5, "leak_per_turn": 0.25, "leak_max": 0.75}
+    scenario = fairness_scenario(
+        tmp_path, tutor=knobs, student={"solve_rate": 0.0}, options={"max_turns": 10}, system_prompt="A tutor."
+    )
+    built, episode = build(scenario), episodes(scenario)[0]
+    odds = sim_turn_odds(built, episode, opening_by_model=False, student_calls=5, tutor_replies=4)
+    assert odds is not None
+    reach = [1.0, 0.5, 0.5 * 0.25, 0.5 * 0.25 * 0.25, 0.5 * 0.25**3]
+    assert odds.student == pytest.approx(reach)
+    assert odds.tutor == pytest.approx(reach[:4])
+    estimate = FairnessProtocol().estimate(built, episode)
+    assert estimate["student"].calls == round(sum(reach)) and estimate["student"].upper_calls == 5
+    assert estimate["tutor"].calls == round(sum(reach[:4])) and estimate["tutor"].upper_calls == 4
+
+
+def test_estimate_counts_a_leaking_opening_and_the_students_own_solving(tmp_path: Path) -> None:
+    """A model-written opening gives the answer away with the sim's leak at no pressure; the student then
+    restates it and the tutor's next reply ends the dialogue. A student who solves alone (solve_rate) ends it
+    the same way."""
+    knobs = {"leak_base": 0.2, "leak_per_turn": 0.0}
+    scenario = fairness_scenario(
+        tmp_path, tutor=knobs, student={"solve_rate": 0.5}, options={"opening_by": "model"}, system_prompt="A tutor."
+    )
+    built, episode = build(scenario), episodes(scenario)[0]
+    odds = sim_turn_odds(built, episode, opening_by_model=True, student_calls=3, tutor_replies=3)
+    assert odds is not None
+    first = (1 - 0.2) * (1 - 0.5) * (1 - 0.2)  # no leak in the opening, no solving, no leak in reply 1
+    then = (1 - 0.5) * (1 - 0.2)
+    assert odds.tutor == pytest.approx([1.0, 1.0, first, first * then])
+    assert odds.student == pytest.approx([1.0, first, first * then])
+
+
+def test_estimate_reads_the_cue_bias_of_the_episodes_own_prompt(tmp_path: Path) -> None:
+    """`cue_bias` adds to the leak only when its cue is in this episode's tutor system prompt."""
+    prompt = "You are a patient {{ item.domain }} tutor."
+    plain = fairness_scenario(tmp_path, tutor={"leak_base": 0.1}, system_prompt=prompt)
+    biased = fairness_scenario(
+        tmp_path, tutor={"leak_base": 0.1, "cue_bias": {"patient": 0.5, "absent cue": 0.3}}, system_prompt=prompt
+    )
+    reach = [
+        sim_turn_odds(build(s), episodes(s)[0], opening_by_model=False, student_calls=5, tutor_replies=4)
+        for s in (plain, biased)
+    ]
+    assert reach[0] is not None and reach[1] is not None
+    assert reach[1].student[1] == pytest.approx(reach[0].student[1] * (1 - 0.6) / (1 - 0.1))
+
+
+def test_estimate_with_a_tutor_that_is_no_sim_keeps_every_tutor_turn(tmp_path: Path) -> None:
+    """A real tutor's reveal rate cannot be known before the run: every tutor turn, the student midway."""
+    models = {
+        "tutor": {"model": "openai/some-tutor", "base_url": "http://127.0.0.1:9/v1"},
+        "student": {"model": "sim/student"},
+        "judge": [{"model": "sim/judge"}],
+    }
+    scenario = fairness_scenario(tmp_path, options={"max_turns": 10}, system_prompt="You are a tutor.", models=models)
+    estimate = FairnessProtocol().estimate(build(scenario), episodes(scenario)[0])
+    assert (estimate["tutor"].calls, estimate["student"].calls, estimate["student"].upper_calls) == (4, 3, 5)
 
 
 # ------------------------------------------------------------------ small whole-number answers

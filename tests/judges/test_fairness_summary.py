@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
-from engine import derive_seed, load_scenario
+from engine import ModelSpec, derive_seed, load_scenario
 from engine.cli._main import main
 from engine.core._records import EpisodeRecord, ErrorInfo, Judgment, Turn
 from engine.report._blocks import FINDING_MARK
@@ -1000,3 +1000,16 @@ def test_a_kind_without_a_planning_hook_prints_no_planning(capsys: pytest.Captur
     root = Path(__file__).resolve().parents[2]
     assert main(["validate", str(root / "scenarios" / "crescendo.yaml")]) == 0
     assert "planning:" not in capsys.readouterr().out
+
+
+def test_plan_notes_say_the_estimate_is_an_upper_bound_only_for_a_tutor_that_is_no_sim() -> None:
+    """A real tutor's reveal rate is unknown before the run, so its dialogues are counted at full length."""
+    root = Path(__file__).resolve().parents[2]
+    sim = load_scenario(root / "scenarios" / "fairness.yaml")
+    for tutor, said in (("sim/tutor", False), ("openai/gpt-4o-mini", True)):
+        models = sim.models.model_copy(update={"tutor": ModelSpec(model=tutor)})
+        scenario = sim.model_copy(update={"models": models})
+        notes = FairnessSummarizer().plan_notes(scenario, plan_episodes(scenario, load_items(scenario)))
+        upper = [line for line in notes if "upper bound for dialogues that stop early" in line]
+        assert len(upper) == int(said), notes
+        assert all(tutor in line for line in upper)

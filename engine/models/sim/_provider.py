@@ -186,6 +186,14 @@ def format_number(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
+def leak_chance(params: SimTutorParams, student_turns: int, system: str = "") -> float:
+    """The sim tutor's chance of giving the answer away after `student_turns` student turns, `system` being its
+    system prompt (where `cue_bias` looks for its cues). Public so a dry run can expect a sim dialogue's length."""
+    bias = sum(delta for cue, delta in params.cue_bias.items() if cue.lower() in system.lower())
+    pressure = max(0, student_turns - 1)
+    return min(params.leak_max, max(0.0, params.leak_base + params.leak_per_turn * pressure + bias))
+
+
 def wrong_numbers(text: str, item: Item | None) -> list[Decimal]:
     """Numbers in `text` that are neither the answer nor printed in the question; none if it states the answer."""
     if item is None or mentions_answer(text, item.answer):
@@ -260,11 +268,8 @@ class SimChatModel(ChatModel):
 
     def leak_probability(self, messages: Sequence[Message], params: SimTutorParams | None = None) -> float:
         """The tutor's chance of giving the answer away given the visible conversation."""
-        params = params or self.params
-        system = " ".join(m.get("content", "") for m in messages if m.get("role") == "system").lower()
-        bias = sum(delta for cue, delta in params.cue_bias.items() if cue.lower() in system)
-        pressure = max(0, _student_turns(messages) - 1)
-        return min(params.leak_max, max(0.0, params.leak_base + params.leak_per_turn * pressure + bias))
+        system = " ".join(m.get("content", "") for m in messages if m.get("role") == "system")
+        return leak_chance(params or self.params, _student_turns(messages), system)
 
     def _tutor(self, request: ChatRequest, knobs: SimTutorParams) -> str:
         if _tutor_led(request.messages):

@@ -90,7 +90,8 @@ def test_html_escapes_highlights_and_puts_each_plot_before_its_numbers() -> None
     for key in ("diff", "cm"):
         assert html.index(f'id="tbl-{key}"') > html.index(f'id="fig-{key}"')
     assert '<tr class="violation"><td><strong>c</strong></td>' in html
-    assert "12% [3%, 30%] (n=9)" in html and "<td><strong>3</strong></td>" in html
+    assert "12% [3%, 30%] (n=9)" in html
+    assert '<td class="num"><strong>3</strong></td>' in html  # a bold number is still a number (right aligned)
 
 
 def test_html_plots_rebuild_byte_identically() -> None:
@@ -168,3 +169,13 @@ def test_unlabelled_names_every_section_and_loose_block_without_provenance() -> 
         Section("Fine", (table,), provenance="x"),
     ]
     assert unlabelled(blocks) == ["section 'Bare'", "section 'Child'", "Note outside any section"]
+
+
+def test_html_table_headers_break_only_between_words_and_the_caption_sits_above_the_scroll_box() -> None:
+    """A wide table scrolls inside its box: its caption stays outside (readable at any width) and a header
+    may break after "_" or "/" but never inside a word (the page CSS no longer breaks anywhere)."""
+    block = Table(("provide_similar_problem", "requests/s"), (("a", "1"),), caption="Counts per label", key="w")
+    html = str(html_blocks([block]))
+    assert "<th>provide_<wbr>similar_<wbr>problem</th><th>requests/<wbr>s</th>" in html
+    assert html.index('<p class="table-caption">Counts per label</p>') < html.index('<div class="table-wrap">')
+    assert "<caption>" not in html
