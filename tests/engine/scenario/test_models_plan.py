@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import ScenarioError, build, load_built
+from engine.cli._main import main
 from engine.scenario._items import Item
 from engine.scenario._load import apply_overrides
 from engine.scenario._plan import Episode, interleave_tutors
@@ -104,7 +105,7 @@ REMATH = Path(__file__).resolve().parents[3] / "scenarios" / "remath.yaml"
 TWO_FLAGS = [f"tutor={{label: {spec['label']}, model: sim/tutor}}" for spec in TWO]
 
 
-def test_a_tutor_free_condition_is_planned_once_per_study() -> None:
+def test_a_tutor_free_condition_is_planned_once_per_study(capsys: pytest.CaptureFixture[str]) -> None:
     """ReMath's design declares `given: human` tutor-free: a 2-tutor study plays it as often as one tutor does,
     with the one-tutor ids and seeds; the rest is played by each tutor, and the cap and estimate count it once."""
     one = load_built(REMATH, check_credentials=False)
@@ -126,3 +127,7 @@ def test_a_tutor_free_condition_is_planned_once_per_study() -> None:
     assert both["judge"].calls == 2 * alone["judge"].calls - sum(
         one.protocol.estimate(one, e)["judge"].calls for e in free
     )
+    flags = [part for flag in TWO_FLAGS for part in ("--model", flag)]
+    assert main([str(REMATH), "--dry-run", *flags]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    assert f"{len(two.episodes)} episodes = " in said and f"the {len(free)} tutor-free ones are played once" in said
