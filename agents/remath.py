@@ -231,6 +231,10 @@ class RemathDesign:
         del episode
         return {}
 
+    def tutor_free(self, condition: dict[str, str], /) -> bool:
+        """`given: human` replays the expert's reply, whoever the tutor: a study plays it once, not per tutor."""
+        return condition.get("given") == "human"
+
 
 class ExpertReplayTutor:
     """Says the item's expert reply (`agent: expert_replay`, and `given: human` under `remediation`).

@@ -13,7 +13,8 @@ to multi-turn dialogues, its four tutors replaced by four copies of `baseline` (
 leakier copy (power), played by the async runner on the sim and compared by the report's own code.
 
 Cost (`--time`): wall time of the shipped study with four copies of its `baseline` tutor against the same study
-with one copy (the same work per tutor; the shipped four differ in dialogue length), best of `--repeat` runs.
+with one copy (the same work per tutor; the shipped four differ in dialogue length), best of `--repeat` runs, and
+the peak of Python's traced allocations during one more run of each (tracemalloc, so not timed).
 
     python bench/models_null.py [--seeds 200] [--runner-seeds 20] [--planted 0.15] [--time [--repeat 3]]
 """
@@ -24,6 +25,7 @@ import argparse
 import logging
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,16 @@ def _timed(overrides: list[str], out: Path) -> float:
     return time.perf_counter() - started
 
 
+def _peak_mib(overrides: list[str], out: Path) -> float:
+    built = engine.load_built(STUDY, overrides=overrides)
+    tracemalloc.start()
+    try:
+        anyio.run(engine.Runner(built, out=out, report=None).run)
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=200)
@@ -130,6 +142,8 @@ def main() -> None:
             four = min(_timed([four_set], out) for _ in range(args.repeat))
             one = min(_timed([one_set], out) for _ in range(args.repeat))
             print(f"time: 4 tutors {four:.1f} s, 1 tutor {one:.1f} s, ratio {four / one:.2f} (goal ≤ 4.4)")
+            peaks = _peak_mib([four_set], out), _peak_mib([one_set], out)
+            print(f"memory: peak traced 4 tutors {peaks[0]:.1f} MiB, 1 tutor {peaks[1]:.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,10 @@ def _baseline(data: RemathResults) -> str:
     return " / ".join(names.get(a, a) for a in data.against) or "the baseline"
 
 
-def _agreement(rows: Sequence[LabelAgreement]) -> Table:
+_APART = "the two teachers against each other: once, in the study's human–human table"
+
+
+def _agreement(rows: Sequence[LabelAgreement], teachers_apart: bool) -> Table:
     """The tutor's row per label and, where snippets have two teachers, the teachers' own (human–human) row."""
     body: list[tuple[BlockCell, ...]] = []
     for r in rows:
@@ -103,14 +106,14 @@ def _agreement(rows: Sequence[LabelAgreement]) -> Table:
         tuple(body),
         title="ReMath Tasks A/B (Tables 1-2): agreement with the expert; 2 teachers = averaged",
         caption="2 teachers: against each teacher of a doubly-labelled snippet, averaged (the paper's match and "
-        "IRR); human–human: the two teachers against each other.",
+        f"IRR); {_APART if teachers_apart else 'human–human: the two teachers against each other'}.",
         key="remath-agreement",
         console_columns=(*columns, "most frequent"),
         left=("who", "most frequent"),
     )
 
 
-def _paper_table(row: LabelAgreement) -> Table:
+def _paper_table(row: LabelAgreement, teachers_apart: bool) -> Table:
     """The paper's Table 1 (error) or 2 (strategy, intention) for this run: each label's share, the entropy, the
     match and the kappa, for the tutor and for the human row (the expert's labels; their match and kappa are
     the two teachers' with each other, where snippets have two)."""
@@ -133,12 +136,12 @@ def _paper_table(row: LabelAgreement) -> Table:
         body,
         caption=f"ReMath Table {1 if row.label == 'error' else 2} layout: share of each label; the tutor's match and "
         "kappa against the expert (averaged over the two teachers where a snippet has two); the human row's against "
-        "the other teacher (– where no snippet has two).",
+        f"{'the other teacher: ' + _APART if teachers_apart else 'the other teacher (– where no snippet has two)'}.",
         key=f"remath-shares-{row.label}",
     )
 
 
-def _confusion(row: LabelAgreement) -> Section:
+def _confusion(row: LabelAgreement, teachers_apart: bool) -> Section:
     """Heatmap of gold × predicted counts, then the same counts and each label's share as tables."""
     labels, matrix, size = tuple(row.labels), row.confusion, len(row.labels)
     body: list[tuple[BlockCell, ...]] = []
@@ -154,7 +157,7 @@ def _confusion(row: LabelAgreement) -> Section:
         key=key,
         row_classes=("",) * size + ("total",),
     )
-    shares = _paper_table(row)
+    shares = _paper_table(row, teachers_apart)
     heatmap = Heatmap(
         labels,
         labels,
@@ -324,19 +327,22 @@ def _automated(data: RemathResults) -> list[Block]:
     return [Section(title, (note, table), key="remath-table8", provenance="ReMath Table 8")]
 
 
-def remath_blocks(data: RemathResults) -> list[Block]:
-    """The ReMath results: Tasks A/B agreement with confusion matrices, Task C per condition and its tests."""
+def remath_blocks(data: RemathResults, *, teachers_apart: bool = False) -> list[Block]:
+    """The ReMath results: Tasks A/B agreement with confusion matrices, Task C per condition and its tests.
+
+    `teachers_apart`: a tutor's section in a study, whose human–human rows the study's tables show once."""
     blocks: list[Block] = []
     if data.agreement:
         intro = Note(
             "Exact match, Cohen's kappa, and the entropy (natural log) of the predicted and the expert's labels: a "
             "tutor that always gives the same label can match often and still be useless. Where snippets are "
             'labelled by two teachers, "2 teachers" scores the tutor against each teacher and averages the two '
-            "(the paper's match and IRR), and the human row is the teachers' agreement with each other."
+            "(the paper's match and IRR), and the human row is the teachers' agreement with each other"
+            + (" (shown once for the study)." if teachers_apart else ".")
         )
         title = "Tasks A and B: agreement with the expert's labels (the paper's Tables 1 and 2)"
-        confusions = tuple(_confusion(r) for r in data.agreement)
-        agreement: tuple[Block, ...] = (intro, _agreement(data.agreement), *confusions)
+        confusions = tuple(_confusion(r, teachers_apart) for r in data.agreement)
+        agreement: tuple[Block, ...] = (intro, _agreement(data.agreement, teachers_apart), *confusions)
         blocks.append(Section(title, agreement, key="remath-agreement", provenance="ReMath Tables 1–2"))
     if data.conditions:
         title = f"Task C: replies against {_baseline(data)} (the paper's Table 3)"

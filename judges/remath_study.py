@@ -1,13 +1,15 @@
 """ReMath in a study of several tutors: Table 3 and Table 8 with a row per tutor and one Human row.
 
-The Human row (and Table 8's "original", the novice reply) is no tutor's reply: every tutor's episodes of the
-`human` condition judge the same expert reply, so a per-tutor table repeats it. It is shown once, from the first
-tutor that has it, and the table says so when the tutors' copies differ (a judge sampling at temperature).
+The Human row (and Table 8's "original", the novice reply) is no tutor's reply. The design declares `given: human`
+tutor-free, so a study plays it once and its rows come from the summary of those episodes (`with_shared`). Runs
+made separately and joined have one copy per tutor: the row is then taken from the first tutor that has it, and the
+table says so when the copies differ (a judge sampling at temperature). The teachers' agreement with each other
+(Tasks A/B) depends on no tutor either: it is shown once, beside the tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -16,9 +18,9 @@ from engine import Block, Note, Section, Table
 
 from .remath_blocks import SCORES, _interval, _num, _row_name, remath_blocks
 from .remath_metrics import AUTOMATED_METRICS
-from .remath_model import AutomatedRow, Condition, RemathResults, RemathSummary
+from .remath_model import AutomatedRow, Condition, HumanAgreement, RemathResults, RemathSummary
 
-__all__ = ("RemathStudy", "remath_study", "remath_study_blocks", "remath_tutor_blocks")
+__all__ = ("RemathStudy", "remath_study", "remath_study_blocks", "remath_tutor_blocks", "remath_with_shared")
 
 SHARED = frozenset({"human", "original"})
 """Rows that replay the same reply for every tutor (the expert's, the novice's)."""
@@ -33,8 +35,12 @@ class TutorAutomated(AutomatedRow):
     tutor: str
 
 
+class TeachersAgreement(HumanAgreement):
+    label: str
+
+
 class RemathStudy(BaseModel):
-    """summary.json `models.tables` of a ReMath study."""
+    """summary.json `models.tables` of a ReMath study; `human_from` None with a `human` row: played once."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     human: Condition | None
@@ -43,6 +49,7 @@ class RemathStudy(BaseModel):
     conditions: list[TutorCondition]
     shared_automated: list[AutomatedRow]
     automated: list[TutorAutomated]
+    teachers: list[TeachersAgreement] = []
 
 
 def remath_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -65,6 +72,7 @@ def remath_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             if c.given not in SHARED
         ],
         shared_automated=list(shared.values()),
+        teachers=_teachers(tutors.values()),
         automated=[
             TutorAutomated(tutor=label, **r.model_dump())
             for label, data in tutors.items()
@@ -73,6 +81,40 @@ def remath_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         ],
     )
     return study.model_dump(mode="json")
+
+
+def _teachers(tutors: Iterable[RemathResults]) -> list[TeachersAgreement]:
+    """Per label, the two teachers against each other, from the first tutor whose snippets have two."""
+    found: dict[str, TeachersAgreement] = {}
+    for data in tutors:
+        for row in data.agreement:
+            if row.human is not None and row.label not in found:
+                found[row.label] = TeachersAgreement(label=row.label, **row.human.model_dump())
+    return list(found.values())
+
+
+def remath_with_shared(tables: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
+    """The study's tables with the Human rows read once, from the episodes no tutor played."""
+    data = RemathSummary.model_validate(shared).remath
+    humans = [c for c in data.conditions if c.given in SHARED]
+    own = [r for r in data.automated if r.given in SHARED]
+    study = RemathStudy.model_validate(tables)
+    study = study.model_copy(
+        update={
+            "human": humans[0] if humans else study.human,
+            "human_from": None if humans else study.human_from,
+            "human_differs": False if humans else study.human_differs,
+            "shared_automated": _expert_and_novice(own, study.shared_automated),
+        }
+    )
+    return study.model_dump(mode="json")
+
+
+def _expert_and_novice(shared: list[AutomatedRow], first: list[AutomatedRow]) -> list[AutomatedRow]:
+    """Table 8's shared rows: the expert's reply from the episodes no tutor played, the novice's ("original", over
+    the items of every Task C condition) from the first tutor's summary when it has one."""
+    rows = {r.given: r for r in shared} | {r.given: r for r in first if r.given != "human"}
+    return [rows[given] for given in ("original", "human") if given in rows]
 
 
 def remath_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
@@ -94,13 +136,13 @@ def remath_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
             left=("tutor", "given"),
         )
         said = "The Human row is the expert's reply, the same for every tutor, shown once"
-        said += f" (from tutor {study.human_from}'s episodes" if study.human_from else ""
+        said += f" (from tutor {study.human_from}'s episodes" if study.human_from else " (played once for the study)."
         said += (
             "; the tutors' copies of it were judged differently, so it varies by tutor)."
             if study.human_differs
             else "; every tutor's copy of it was judged alike)."
             if study.human_from
-            else "."
+            else ""
         )
         blocks.append(Section("Task C per tutor (the paper's Table 3)", (Note(said), table), key="study-remath-t3"))
     if study.automated:
@@ -115,6 +157,15 @@ def remath_study_blocks(tables: Mapping[str, Any]) -> list[Block]:
             console_columns=("tutor", "given", "n", "rouge1", "rougeL", "bleu", "length"),
         )
         blocks.append(Section("Automated metrics per tutor (the paper's Table 8)", (table8,), key="study-remath-t8"))
+    if study.teachers:
+        teachers = Table(
+            ("label", "n", "match", "kappa", "entropy"),
+            tuple((t.label, t.n, _num(t.match, pct=True), _num(t.kappa), _num(t.entropy)) for t in study.teachers),
+            title="ReMath Tasks A/B: the two teachers against each other (no tutor's, shown once)",
+            key="study-remath-teachers",
+            left=("label",),
+        )
+        blocks.append(Section("Human–human agreement (Tables 1–2)", (teachers,), key="study-remath-teachers"))
     return blocks
 
 
@@ -123,8 +174,9 @@ def remath_tutor_blocks(summary: RemathSummary) -> list[Block]:
     data: RemathResults = summary.remath
     own = data.model_copy(
         update={
+            "agreement": [r.model_copy(update={"human": None}) for r in data.agreement],
             "conditions": [c for c in data.conditions if c.given not in SHARED],
             "automated": [r for r in data.automated if r.given not in SHARED],
         }
     )
-    return remath_blocks(own)
+    return remath_blocks(own, teachers_apart=True)

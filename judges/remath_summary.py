@@ -51,7 +51,7 @@ from .remath_model import (
     TaskCDifference,
 )
 from .remath_pairings import pairings
-from .remath_study import remath_study, remath_study_blocks, remath_tutor_blocks
+from .remath_study import remath_study, remath_study_blocks, remath_tutor_blocks, remath_with_shared
 from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
 from .votes import most_common
 
@@ -128,6 +128,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
     model_tables = staticmethod(remath_study)
     model_blocks = staticmethod(remath_study_blocks)
     tutor_blocks = staticmethod(remath_tutor_blocks)
+    with_shared = staticmethod(remath_with_shared)
     """A study's Tables 3 and 8 with a row per tutor and the Human row once (judges.remath_study)."""
 
     def blocks(self, summary: RemathSummary, /) -> list[Block]:

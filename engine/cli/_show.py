@@ -125,10 +125,14 @@ def print_plan(
     if spec.design is not None and spec.design.name is not None:
         factors = ", ".join(filter(None, [f"design {spec.design.name}", factors]))
     items = len({episode.item.id for episode in episodes})
+    labels = spec.models.tutor_labels
+    free = sum(1 for e in episodes if e.tutor is None) if labels else 0  # tutor-free units, played once
     console.print(
         f"scenario [bold]{escape(spec.name)}[/] ({escape(spec.kind)}): {len(episodes)} episodes = "
         f"{items} items × {conditions} conditions {escape('[' + (factors or 'none') + ']')} × "
-        f"{spec.replicates} replicate(s)" + (f" × {len(labels)} tutors" if (labels := spec.models.tutor_labels) else "")
+        f"{spec.replicates} replicate(s)"
+        + (f" × {len(labels)} tutors" if labels else "")
+        + (f", less {free * (len(labels) - 1)} (the {free} tutor-free ones are played once)" if free and labels else "")
     )
     for note in planning_notes(spec, episodes, power_r=power_r):
         console.print(Text(note))

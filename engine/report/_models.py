@@ -6,7 +6,9 @@ scores the kind already gives `simrun compare` (`EpisodeScores`; every numeric m
 metric its leaderboard ranks by with a `model_headline = (metric, "lower" | "higher")` attribute on its summariser.
 A kind whose paper has one table with a row per model (a Human row shown once, a model × subject × dimension
 table, a statistic correlated across models) builds it from the tutors' summaries (`ModelTables`), and may draw
-each tutor's own section without what that table already shows (`tutor_blocks`).
+each tutor's own section without what that table already shows (`tutor_blocks`). Units the kind's design plays
+once for the whole study (`TutorFreeConditions`: records with no tutor label) are summarised once
+(`models.shared`), and a kind that reads them says so with `SharedTables`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from engine.stats._models import Headline, ModelScores, compare_models
 __all__ = (
     "ModelTables",
     "ModelsView",
+    "SharedTables",
     "headline_of",
     "model_results",
     "model_scores",
@@ -66,6 +69,14 @@ class ModelTables(Protocol):
     def model_tables(self, by_model: Mapping[str, Mapping[str, Any]], /) -> dict[str, Any]: ...
 
     def model_blocks(self, tables: Mapping[str, Any], /) -> list[Block]: ...
+
+
+@runtime_checkable
+class SharedTables(Protocol):
+    """A kind whose study tables read the tutor-free units once: `tables` from `model_tables`, `shared` the kind's
+    summary of the records no tutor played."""
+
+    def with_shared(self, tables: Mapping[str, Any], shared: Mapping[str, Any], /) -> dict[str, Any]: ...
 
 
 def unit_key(record: EpisodeRecord) -> UnitKey:
@@ -131,7 +142,9 @@ def model_results(
     data = model_scores(ordered, summarizer, labels)
     comparison = compare_models(data, headline_of(summarizer, data.metrics), seed=int(manifest.get("seed") or 0))
     comparison["by_level"] = _by_level(data.scores, comparison["headline"]["metric"], labels)
-    planned = int((manifest.get("counts") or {}).get("planned") or 0) // max(1, len(labels))
+    counts = manifest.get("counts") or {}
+    free = int(counts.get("tutor_free") or 0)
+    planned = (int(counts.get("planned") or 0) - free) // max(1, len(labels))
     balance = {
         label: {
             "planned": planned,
@@ -141,8 +154,15 @@ def model_results(
         for label in labels
     }
     found = {"labels": list(labels), "by_model": by_model, "balance": balance, "comparison": comparison}
+    unplayed = [r for r in ordered if r.tutor is None]
+    shared = _dump(summarizer.summarize(unplayed, manifest)) if unplayed and labels else None
+    if shared is not None:
+        found["shared"] = shared
     if isinstance(summarizer, ModelTables):
-        found["tables"] = summarizer.model_tables(by_model)
+        tables = summarizer.model_tables(by_model)
+        if shared is not None and isinstance(summarizer, SharedTables):
+            tables = summarizer.with_shared(tables, shared)
+        found["tables"] = tables
     return found
 
 

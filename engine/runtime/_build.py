@@ -77,8 +77,11 @@ class BuiltScenario:
     def estimate(self) -> dict[str, CallEstimate]:
         """Expected model calls and tokens per role over the whole plan, with upper bounds (what `--dry-run` prints)."""
         totals: dict[str, CallEstimate] = {}
+        study = self.scenario.models.tutor_labels is not None
         for episode in self.episodes:
             for role, guess in self.protocol.estimate(self, episode).items():
+                if role == "tutor" and study and episode.tutor is None:
+                    continue  # a tutor-free unit of a study (see `TutorFreeConditions`): no tutor's calls
                 role = f"tutor {episode.tutor}" if role == "tutor" and episode.tutor is not None else role
                 totals[role] = totals.get(role, CallEstimate()) + guess
         return totals

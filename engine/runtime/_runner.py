@@ -506,6 +506,13 @@ class Runner:
         self._events.warning("episode.failed", gate=f"{kind} {where}", error_type=kind, error=str(exc))
         return ErrorInfo(type=kind, message=self.redactor.text(str(exc)))
 
+    def _tutor_free(self) -> dict[str, int]:
+        """A study's units played once, by no tutor (`TutorFreeConditions`); absent when there are none."""
+        if self.scenario.models.tutor_labels is None:
+            return {}
+        free = sum(1 for episode in self.episodes if episode.tutor is None)
+        return {"tutor_free": free} if free else {}
+
     def _write_manifest(self, status: str) -> None:
         self.run_dir.write_manifest(
             {
@@ -519,6 +526,7 @@ class Runner:
                     "error": self.errors,
                     "resumed_with": self.already_done,
                     "retried": self.retried,
+                    **self._tutor_free(),
                 },
                 "calls": asdict(self.stats),
                 "cost_usd": self.spend().manifest(),

@@ -8,7 +8,7 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from engine.core._errors import ScenarioError
 from engine.core._inputs import check_input_path
@@ -23,6 +23,7 @@ __all__ = (
     "DESIGNS",
     "Design",
     "Episode",
+    "TutorFreeConditions",
     "load_counted_items",
     "interleave_tutors",
     "load_items",
@@ -70,6 +71,16 @@ class Design(Protocol):
     def conditions(self) -> list[dict[str, str]]: ...
 
     def extras(self, episode: Episode, /) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class TutorFreeConditions(Protocol):
+    """A design some of whose conditions involve no tutor (ReMath's `human`: the expert's reply replayed).
+
+    In a study of several tutors such a unit is planned once, not once per tutor: its judge calls and its rows
+    would otherwise repeat for every tutor. The design says which; the engine knows no condition by name."""
+
+    def tutor_free(self, condition: dict[str, str], /) -> bool: ...
 
 
 DESIGNS: Registry[Callable[[Any], Design]] = Registry("design", "designs")
@@ -134,7 +145,11 @@ def plan_designed(scenario: Scenario, items: list[Item], design: Design | None) 
     crossed = [dict(zip(names, levels, strict=True)) for levels in itertools.product(*(v for _, v in factors))]
     conditions = [{**d, **c} for d in designed for c in crossed]
     tutors = scenario.models.tutor_labels
-    planned = _plan_size(items, conditions) * scenario.replicates * (len(tutors) if tutors else 1)
+    shared = design.tutor_free if isinstance(design, TutorFreeConditions) and tutors and len(tutors) > 1 else None
+    free = [c for c in conditions if shared is not None and shared(c)]
+    played = [c for c in conditions if c not in free]
+    per_unit = len(tutors) if tutors else 1
+    planned = (_plan_size(items, played) * per_unit + _plan_size(items, free)) * scenario.replicates
     if planned > scenario.max_episodes and (scenario.limit is None or scenario.limit > scenario.max_episodes):
         raise ScenarioError(_too_big(planned, scenario.max_episodes))
     episodes = list(itertools.islice(_episodes(scenario, design, items, conditions), scenario.limit))
@@ -144,18 +159,27 @@ def plan_designed(scenario: Scenario, items: list[Item], design: Design | None) 
             "factors against `factors` and the design)"
         )
     random.Random(scenario.seed).shuffle(episodes)
-    return episodes if tutors is None else interleave_tutors(episodes, tutors)
+    return episodes if tutors is None else interleave_tutors(episodes, tutors, tutor_free=shared)
 
 
-def interleave_tutors(episodes: list[Episode], labels: tuple[str, ...]) -> list[Episode]:
+def interleave_tutors(
+    episodes: list[Episode],
+    labels: tuple[str, ...],
+    *,
+    tutor_free: Callable[[dict[str, str]], bool] | None = None,
+) -> list[Episode]:
     """Every episode once per tutor, the tutors of one unit (item, condition, replicate) next to each other.
 
     The plan's order is the runner's admission order, so a run stopped at any point (a budget, a breaker,
     Ctrl-C) has admitted every tutor within one unit of the others: its data stay balanced and paired. The
-    tutor that goes first rotates from unit to unit. Ids gain `|tutor=LABEL`; seeds do not change.
+    tutor that goes first rotates from unit to unit. Ids gain `|tutor=LABEL`; seeds do not change. A unit whose
+    condition is `tutor_free` (see `TutorFreeConditions`) is played once, with no tutor and its id unchanged.
     """
     played: list[Episode] = []
     for position, episode in enumerate(episodes):
+        if tutor_free is not None and tutor_free(episode.condition):
+            played.append(episode)
+            continue
         for turn in range(len(labels)):
             label = labels[(position + turn) % len(labels)]
             played.append(dataclasses.replace(episode, id=f"{episode.id}|tutor={label}", tutor=label))

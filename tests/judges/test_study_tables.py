@@ -24,20 +24,68 @@ def _study(tmp_path: Path, name: str, limit: int) -> tuple[dict[str, Any], Path]
     return orjson.loads((result.run_dir / "summary.json").read_bytes()), result.run_dir
 
 
-def test_remath_study_shows_the_human_row_once(tmp_path: Path) -> None:
-    summary, run_dir = _study(tmp_path, "remath.yaml", 12)
-    tables = summary["models"]["tables"]
-    by_model = summary["models"]["by_model"]
-    humans = {label: [c for c in s["remath"]["conditions"] if c["given"] == "human"] for label, s in by_model.items()}
-    assert all(len(rows) == 1 for rows in humans.values()), "each tutor's own summary keeps its Human row"
-    assert tables["human"] == humans["calm"][0] and tables["human_from"] == "calm"
-    assert tables["human_differs"] == (humans["calm"][0] != humans["rash"][0])
+def _remath_run(tmp_path: Path, models: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]], Path]:
+    scenario = engine.load_scenario(ROOT / "scenarios" / "remath.yaml", overrides=["limit=12"], models=models)
+    result = engine.run_sync(scenario, out=tmp_path / "runs")
+    lines = (result.run_dir / "episodes.jsonl").read_bytes().splitlines()
+    summary = orjson.loads((result.run_dir / "summary.json").read_bytes())
+    return summary, [orjson.loads(line) for line in lines], result.run_dir
+
+
+def test_remath_study_plays_the_human_condition_once(tmp_path: Path) -> None:
+    """`given: human` involves no tutor: two tutors' study plays it as often as one tutor does, with the same ids,
+    seeds and judged replies, and its rows are read once, from the summary of those episodes."""
+    _, alone, _ = _remath_run(tmp_path / "one", [])
+    summary, records, run_dir = _remath_run(tmp_path / "two", TWO)
+    human_alone = {r["id"]: r for r in alone if r["condition"].get("given") == "human"}
+    human = {r["id"]: r for r in records if r["condition"].get("given") == "human"}
+    assert human_alone and human.keys() == human_alone.keys()
+    assert all("tutor" not in r for r in human.values())
+    for key, record in human.items():
+        assert record["seed"] == human_alone[key]["seed"] and record["turns"] == human_alone[key]["turns"]
+        assert record["judgments"] == human_alone[key]["judgments"]
+    played = [r for r in records if r["condition"].get("given") != "human"]
+    assert sorted(r["tutor"] for r in played) == sorted(["calm", "rash"] * (len(alone) - len(human_alone)))
+    models = summary["models"]
+    tables, by_model = models["tables"], models["by_model"]
+    shared_human = [c for c in models["shared"]["remath"]["conditions"] if c["given"] == "human"]
+    assert len(shared_human) == 1 and tables["human"] == shared_human[0] and tables["human_from"] is None
+    assert not any(c["given"] == "human" for s in by_model.values() for c in s["remath"]["conditions"])
     own = [(label, c["given"]) for label, s in by_model.items() for c in s["remath"]["conditions"]]
-    assert [(c["tutor"], c["given"]) for c in tables["conditions"]] == [(t, g) for t, g in own if g != "human"]
-    assert {r["given"] for r in tables["shared_automated"]} <= {"human", "original"}
+    assert [(c["tutor"], c["given"]) for c in tables["conditions"]] == own
+    assert {r["given"] for r in tables["shared_automated"]} == {"human", "original"}
+    planned = models["balance"]["calm"]["planned"]
+    assert planned == len(alone) - len(human_alone) == models["balance"]["rash"]["planned"]
     report = (run_dir / "report.md").read_text(encoding="utf-8")
     assert report.count("| expert | Human (expert reply)") == 2, "once in Table 3, once in Table 8"
     assert "Human (expert reply)" not in report.split("Tutor calm")[1].split("Paired differences")[0]
+
+
+def test_remath_study_shows_the_teachers_agreement_once(tmp_path: Path) -> None:
+    summary, _, run_dir = _remath_run(tmp_path, TWO)
+    teachers = summary["models"]["tables"]["teachers"]
+    by_model = summary["models"]["by_model"]
+    expected = [
+        {"label": row["label"], **row["human"]} for row in by_model["calm"]["remath"]["agreement"] if row["human"]
+    ]
+    assert teachers and teachers == expected
+    report = (run_dir / "report.md").read_text(encoding="utf-8")
+    study, tutors = report.split("Tutor calm", 1)
+    assert study.count("Human–human agreement (Tables 1–2)") == 1
+    assert "| human–human |" not in tutors and "shown once for the study" in tutors
+
+
+def test_joined_remath_runs_take_the_human_row_from_the_first_tutor(tmp_path: Path) -> None:
+    """Runs made separately and joined each hold a copy of the Human row: the table takes the first tutor's."""
+    from judges.remath_study import remath_study
+
+    alone, _, _ = _remath_run(tmp_path, [])
+    own = {"remath": alone["remath"]}
+    found = remath_study({"calm": own, "rash": own})
+    human = [c for c in alone["remath"]["conditions"] if c["given"] == "human"]
+    assert found["human"] == human[0] and found["human_from"] == "calm" and found["human_differs"] is False
+    played = [c["given"] for c in alone["remath"]["conditions"] if c["given"] != "human"]
+    assert played and [c["given"] for c in found["conditions"]] == played * 2
 
 
 def test_crescendo_study_puts_every_tutor_in_each_subject_dimension_cell(tmp_path: Path) -> None:

@@ -185,3 +185,28 @@ def test_a_cached_study_replays_every_tutor_from_the_cache(tmp_path: Path) -> No
         unit = (record.item_id, str(sorted(record.condition.items())))
         replies.setdefault(unit, {})[record.tutor] = tuple(t.text for t in record.turns if t.role == "tutor")
     assert any(len(set(by_tutor.values())) == 2 for by_tutor in replies.values())
+
+
+def test_a_tutor_free_unit_resumes_and_replays_from_the_cache_once(tmp_path: Path) -> None:
+    """ReMath's `given: human` is played once per study: a resume after a crash plays each missing episode once (the
+    tutor-free ones too), and a second run answers every call from the cache with the same records."""
+    remath = Path(__file__).resolve().parents[3] / "scenarios" / "remath.yaml"
+    tutors = [f"tutor={{label: {t['label']}, model: sim/tutor}}" for t in TWO]
+    scenario = engine.load_scenario(remath, overrides=["limit=12"], models=tutors)
+    cache = tmp_path / "cache.sqlite"
+    first = engine.run_sync(scenario, out=tmp_path / "a", cache=cache)
+    full = {r.id: (r.tutor, [t.text for t in r.turns], r.judgments) for r in _records(first.run_dir)}
+    path = first.run_dir / "episodes.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[: len(lines) // 3]))
+    resumed = engine.run_sync(scenario, resume=first.run_dir)
+    again = engine.run_sync(scenario, out=tmp_path / "b", cache=cache)
+    free = [key for key, (tutor, _, _) in full.items() if tutor is None]
+    assert free and all("tutor=" not in key and "given=human" in key for key in free)
+    assert len(full) == len(lines) == 2 * 12 - len(free)
+    for run in (resumed, again):
+        records = _records(run.run_dir)
+        assert len({r.id for r in records}) == len(records) == len(full)
+        assert {r.id: (r.tutor, [t.text for t in r.turns], r.judgments) for r in records} == full
+    manifest = orjson.loads((again.run_dir / "manifest.json").read_bytes())
+    assert manifest["calls"]["requests"] == 0 and manifest["counts"]["tutor_free"] == len(free)

@@ -16,6 +16,7 @@ from tests.helpers import make_scenario
 
 pytestmark = pytest.mark.ray
 KEY_ENV = "SIMRUN_RAY_TUTORS_TEST_KEY"
+REMATH = Path(__file__).resolve().parents[3] / "scenarios" / "remath.yaml"
 
 
 def _at(server: LoopbackServer, label: str) -> dict[str, Any]:
@@ -81,3 +82,19 @@ async def test_a_study_on_ray_equals_the_same_study_run_locally(tmp_path: Path, 
     assert summaries[0]["models"] == summaries[1]["models"] and summaries[0]["models"]["labels"] == ["calm", "rash"]
     texts = [{r.id: [t.text for t in r.turns] for r in RunDir(x.run_dir).iter_records()} for x in (local, on_ray)]
     assert texts[0] == texts[1]
+
+
+async def test_a_remath_study_on_ray_plays_the_human_condition_once(tmp_path: Path, ray_cluster: Any) -> None:
+    """ReMath's tutor-free `given: human` on two workers: played once, unlabelled, and the same study as locally."""
+    tutors = ["tutor={label: calm, model: sim/tutor}", "tutor={label: rash, model: sim/tutor}"]
+    runs = []
+    for executor in ("local", "ray"):
+        overrides = ["limit=12", *(["executor={name: ray, workers: 2}"] if executor == "ray" else [])]
+        scenario = engine.load_scenario(REMATH, overrides=overrides, models=tutors)
+        runs.append(await engine.run(scenario, out=tmp_path / executor))
+    summaries = [orjson.loads((r.run_dir / "summary.json").read_bytes()) for r in runs]
+    assert summaries[0]["models"] == summaries[1]["models"] and "shared" in summaries[1]["models"]
+    records = [{r.id: r for r in RunDir(x.run_dir).iter_records()} for x in runs]
+    assert records[0].keys() == records[1].keys()
+    free = [r for r in records[1].values() if r.condition.get("given") == "human"]
+    assert free and all(r.tutor is None and "tutor=" not in r.id for r in free)

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import ScenarioError, build
+from engine import ScenarioError, build, load_built
+from engine.cli._main import main
 from engine.scenario._items import Item
 from engine.scenario._load import apply_overrides
 from engine.scenario._plan import Episode, interleave_tutors
@@ -98,3 +99,35 @@ def test_the_estimate_is_per_tutor(tmp_path: Path) -> None:
     totals = build(make_scenario(tmp_path, models=_models(TWO))).estimate()
     assert {"tutor calm", "tutor rash", "student", "judge"} <= set(totals) and "tutor" not in totals
     assert totals["tutor calm"].calls == totals["tutor rash"].calls > 0
+
+
+REMATH = Path(__file__).resolve().parents[3] / "scenarios" / "remath.yaml"
+TWO_FLAGS = [f"tutor={{label: {spec['label']}, model: sim/tutor}}" for spec in TWO]
+
+
+def test_a_tutor_free_condition_is_planned_once_per_study(capsys: pytest.CaptureFixture[str]) -> None:
+    """ReMath's design declares `given: human` tutor-free: a 2-tutor study plays it as often as one tutor does,
+    with the one-tutor ids and seeds; the rest is played by each tutor, and the cap and estimate count it once."""
+    one = load_built(REMATH, check_credentials=False)
+    two = load_built(REMATH, models=TWO_FLAGS, check_credentials=False)
+    free = [e for e in one.episodes if e.condition.get("given") == "human"]
+    shared = [e for e in two.episodes if e.tutor is None]
+    assert free and [(e.id, e.seed) for e in shared] == [(e.id, e.seed) for e in free]
+    assert all(e.condition.get("given") == "human" for e in shared)
+    assert not any("tutor=" in e.id for e in one.episodes) and all(e.tutor is None for e in one.episodes)
+    for label in ("calm", "rash"):
+        mine = [(e.id, e.seed) for e in two.episodes if e.tutor == label]
+        assert mine == [(f"{e.id}|tutor={label}", e.seed) for e in one.episodes if e not in free]
+    assert len(two.episodes) == 2 * len(one.episodes) - len(free)
+    load_built(REMATH, models=TWO_FLAGS, overrides=[f"max_episodes={len(two.episodes)}"], check_credentials=False)
+    with pytest.raises(ScenarioError, match="over the limit"):
+        load_built(REMATH, models=TWO_FLAGS, overrides=[f"max_episodes={len(two.episodes) - 1}"])
+    alone, both = one.estimate(), two.estimate()
+    assert "tutor" not in both and both["tutor calm"] == both["tutor rash"] == alone["tutor"]
+    assert both["judge"].calls == 2 * alone["judge"].calls - sum(
+        one.protocol.estimate(one, e)["judge"].calls for e in free
+    )
+    flags = [part for flag in TWO_FLAGS for part in ("--model", flag)]
+    assert main([str(REMATH), "--dry-run", *flags]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    assert f"{len(two.episodes)} episodes = " in said and f"the {len(free)} tutor-free ones are played once" in said

@@ -66,3 +66,22 @@ def test_plain_compare_refuses_a_study_of_several_tutors(
     """Its episodes would collide by unit: the study's own report is where its tutors are compared."""
     assert main(["compare", str(runs["study"]), str(runs["calm"]), "--out", str(tmp_path / "c")]) == 2
     assert "study of several tutors" in capsys.readouterr().err
+
+
+def test_joined_remath_runs_keep_the_human_condition_once(tmp_path: Path) -> None:
+    """ReMath's `given: human` is played once by a study: joining the separate runs keeps one copy of it, so the
+    joined tables equal the study's, its Human row included."""
+    remath = Path(__file__).resolve().parents[3] / "scenarios" / "remath.yaml"
+    tutors = [f"tutor={{label: {spec['label']}, model: sim/tutor}}" for spec in THREE[:2]]
+
+    def run(name: str, models: list[str]) -> Path:
+        scenario = engine.load_scenario(remath, overrides=["limit=12"], models=models)
+        return engine.run_sync(scenario, out=tmp_path / name).run_dir
+
+    study, parts = run("study", tutors), [run(f"part{k}", [tutor]) for k, tutor in enumerate(tutors)]
+    joined = join_tutor_runs(parts, tmp_path / "joined")
+    assert joined["models"] == _summary(study)["models"]
+    assert joined["models"]["tables"]["human"] is not None and joined["models"]["tables"]["human_from"] is None
+    lines = (tmp_path / "joined" / "episodes.jsonl").read_bytes().splitlines()
+    free = [orjson.loads(line) for line in lines if b"given=human" in line]
+    assert free and all(r["tutor"] is None and "tutor=" not in r["id"] for r in free)
