@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine import lazy_module
 
+from .remath_model import AutomatedRow
+
 if TYPE_CHECKING:
     import numpy as np
     import sacrebleu
@@ -76,11 +78,20 @@ def self_bleu(replies: Sequence[str]) -> float | None:
     return float(np.mean(scores))
 
 
-def automated_metrics(pairs: Sequence[tuple[str, str]]) -> dict[str, float | int | None]:
-    """Table 8's columns for one row: means over `(reply, expert reply)` pairs, and Self-BLEU over the replies."""
+def automated_metrics(given: str, pairs: Sequence[tuple[str, str]]) -> AutomatedRow:
+    """Table 8's row for `given`: means over `(reply, expert reply)` pairs, and Self-BLEU over the replies."""
     scored = [reply_scores(reply, reference) for reply, reference in pairs if reference.strip()]
-    row: dict[str, float | int | None] = {"n": len(scored)}
-    for metric in ("rouge1", "rougeL", "bleu", "entropy", "length"):
-        row[metric] = float(np.mean([s[metric] for s in scored])) if scored else None
-    row["self_bleu"] = self_bleu([reply for reply, _ in pairs])
-    return row
+
+    def mean(metric: str) -> float | None:
+        return float(np.mean([s[metric] for s in scored])) if scored else None
+
+    return AutomatedRow(
+        given=given,
+        n=len(scored),
+        rouge1=mean("rouge1"),
+        rougeL=mean("rougeL"),
+        bleu=mean("bleu"),
+        entropy=mean("entropy"),
+        length=mean("length"),
+        self_bleu=self_bleu([reply for reply, _ in pairs]),
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from engine import Block, EpisodeRecord, Heatmap, Note, Section, Table
 
@@ -19,9 +18,9 @@ __all__ = ("pairing_blocks", "pairings")
 WHO = (("tutor", "pred"), ("expert", "gold"))
 
 
-def pairings(records: Sequence[EpisodeRecord]) -> list[dict[str, Any]]:
+def pairings(records: Sequence[EpisodeRecord]) -> list[Pairing]:
     """Counts of (strategy, intention) pairs per source ("tutor": the Task B answers, "expert": the gold)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[Pairing] = []
     for who, suffix in WHO:
         found: Counter[tuple[str, str]] = Counter()
         for r in records:
@@ -30,7 +29,7 @@ def pairings(records: Sequence[EpisodeRecord]) -> list[dict[str, Any]]:
             strategy, intention = r.metrics.get(f"strategy_{suffix}"), r.metrics.get(f"intention_{suffix}")
             if isinstance(strategy, str) and isinstance(intention, str):
                 found[(strategy, intention)] += 1
-        rows += [{"who": who, "strategy": s, "intention": i, "count": n} for (s, i), n in sorted(found.items())]
+        rows += [Pairing(who=who, strategy=s, intention=i, count=n) for (s, i), n in sorted(found.items())]
     return rows
 
 

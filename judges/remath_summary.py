@@ -45,14 +45,14 @@ from .remath_model import (
     AutomatedRow,
     Condition,
     LabelAgreement,
-    Pairing,
+    MeanInterval,
     RemathResults,
     RemathSummary,
     TaskCDifference,
 )
 from .remath_pairings import pairings
 from .remath_study import remath_study, remath_study_blocks, remath_tutor_blocks, remath_with_shared
-from .remediation import PAIRWISE_DIMENSIONS, annotator_agreement, human_agreement, label_agreement
+from .remediation import PAIRWISE_DIMENSIONS, label_agreement
 from .votes import most_common
 
 if TYPE_CHECKING:
@@ -71,16 +71,16 @@ _SCORES = (*PAIRWISE_DIMENSIONS, "overall")
 DIFFERENCES_FAMILY = "Task C differences"
 
 
-def mean_interval(values: Sequence[float]) -> dict[str, float | int | None]:
+def mean_interval(values: Sequence[float]) -> MeanInterval:
     """Mean with its 95% t interval (None bounds below two values or with no spread)."""
     kept = [v for v in values if not math.isnan(v)]
     if not kept:
-        return {"n": 0, "mean": None, "low": None, "high": None}
+        return MeanInterval(n=0, mean=None, low=None, high=None)
     mean = float(np.mean(kept))
     if len(kept) < 2 or float(np.std(kept)) == 0.0:
-        return {"n": len(kept), "mean": mean, "low": None, "high": None}
+        return MeanInterval(n=len(kept), mean=mean, low=None, high=None)
     interval = stats.ttest_1samp(kept, 0.0).confidence_interval(0.95)
-    return {"n": len(kept), "mean": mean, "low": float(interval.low), "high": float(interval.high)}
+    return MeanInterval(n=len(kept), mean=mean, low=float(interval.low), high=float(interval.high))
 
 
 def _reply_scores(record: EpisodeRecord) -> dict[str, float]:
@@ -152,33 +152,8 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
         givens = [g for g in GIVEN_ORDER if any(r.condition.get("given") == g for r in replies)]
         scores = {r.id: _reply_scores(r) for r in replies}
         items = sorted({r.item_id for r in replies})
-        conditions: list[Condition] = []
         columns: dict[str, dict[str, list[float]]] = defaultdict(dict)
-        for given in givens:
-            group = [r for r in replies if r.condition.get("given") == given]
-            row: dict[str, Any] = {"given": given, "replies": len(group), "unjudged": sum(map(_unjudged, group))}
-            for metric in _SCORES:
-                by_item: dict[str, list[float]] = defaultdict(list)
-                for r in group:
-                    if not math.isnan(scores[r.id][metric]):
-                        by_item[r.item_id].append(scores[r.id][metric])
-                column = [float(np.mean(by_item[i])) if by_item[i] else math.nan for i in items]
-                columns[metric][given] = column
-                row[metric] = mean_interval(column)
-            bias = [v for r in group for v in _judgment_values(r, "pairwise_position_bias") if isinstance(v, float)]
-            row["position_bias"] = float(np.mean(bias)) if bias else None
-            leaks = [(r.item_id, v) for r in group for v in _judgment_values(r, "answer_leak") if isinstance(v, bool)]
-            row["answer_leak"] = _rate_per_item(leaks, derive_seed(seed, "remath", given, "answer_leak"))
-            adherent = [
-                (r.item_id, v == r.metrics.get("strategy_gold"))
-                for r in group
-                for v in _judgment_values(r, "used_strategy")
-                if isinstance(v, str)
-            ]
-            row["strategy_adherence"] = _rate_per_item(adherent, derive_seed(seed, "remath", given, "adherence"))
-            baselines = [v for r in group for v in _judgment_values(r, "pairwise_against") if isinstance(v, str)]
-            row["against"] = most_common(baselines) if baselines else None
-            conditions.append(Condition.model_validate(row))
+        conditions = [self._condition(given, replies, scores, items, columns, seed) for given in givens]
         differences = self._differences(columns, [g for g in givens if g != "human"], seed)
         automated = self._automated(replies, givens)
         return RemathResults(
@@ -189,17 +164,58 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             automated=automated,
             against=sorted({row.against for row in conditions if row.against}),
             items=len(items),
-            pairings=[Pairing.model_validate(found) for found in pairings(ok)],
+            pairings=pairings(ok),
+        )
+
+    @staticmethod
+    def _condition(
+        given: str,
+        replies: Sequence[EpisodeRecord],
+        scores: Mapping[str, Mapping[str, float]],
+        items: Sequence[str],
+        columns: dict[str, dict[str, list[float]]],
+        seed: int,
+    ) -> Condition:
+        """Task C's row for `given`; each score's per-item means also go to `columns` for the paired tests."""
+        group = [r for r in replies if r.condition.get("given") == given]
+        means: dict[str, MeanInterval] = {}
+        for metric in _SCORES:
+            by_item: dict[str, list[float]] = defaultdict(list)
+            for r in group:
+                if not math.isnan(scores[r.id][metric]):
+                    by_item[r.item_id].append(scores[r.id][metric])
+            column = [float(np.mean(by_item[i])) if by_item[i] else math.nan for i in items]
+            columns[metric][given] = column
+            means[metric] = mean_interval(column)
+        bias = [v for r in group for v in _judgment_values(r, "pairwise_position_bias") if isinstance(v, float)]
+        leaks = [(r.item_id, v) for r in group for v in _judgment_values(r, "answer_leak") if isinstance(v, bool)]
+        adherent = [
+            (r.item_id, v == r.metrics.get("strategy_gold"))
+            for r in group
+            for v in _judgment_values(r, "used_strategy")
+            if isinstance(v, str)
+        ]
+        baselines = [v for r in group for v in _judgment_values(r, "pairwise_against") if isinstance(v, str)]
+        return Condition(
+            given=given,
+            replies=len(group),
+            unjudged=sum(map(_unjudged, group)),
+            usefulness=means["usefulness"],
+            care=means["care"],
+            human=means["human"],
+            preference=means["preference"],
+            overall=means["overall"],
+            position_bias=float(np.mean(bias)) if bias else None,
+            answer_leak=_rate_per_item(leaks, derive_seed(seed, "remath", given, "answer_leak")),
+            strategy_adherence=_rate_per_item(adherent, derive_seed(seed, "remath", given, "adherence")),
+            against=most_common(baselines) if baselines else None,
         )
 
     @staticmethod
     def _agreement(ok: Sequence[EpisodeRecord], task: str, label: str) -> LabelAgreement:
         """Tasks A/B: one label against the expert's, and against each teacher where two labelled a snippet."""
         task_records = [r for r in ok if r.condition.get("task") in _TASK_OF[label]]
-        return LabelAgreement.model_validate(
-            label_agreement([r for r in ok if r.condition.get("task") == task], label)
-            | {"per_annotator": annotator_agreement(task_records, label), "human": human_agreement(task_records, label)}
-        )
+        return label_agreement([r for r in ok if r.condition.get("task") == task], label, task_records)
 
     @staticmethod
     def _automated(replies: Sequence[EpisodeRecord], givens: Sequence[str]) -> list[AutomatedRow]:
@@ -211,7 +227,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
             if reference and original:
                 novice.setdefault(r.item_id, (original, reference))
         if novice:
-            rows.append(AutomatedRow.model_validate({"given": "original", **automated_metrics(list(novice.values()))}))
+            rows.append(automated_metrics("original", list(novice.values())))
         for given in givens:
             pairs = [
                 (r.turns[turn].text, str(r.meta.get("reference", "")))
@@ -219,7 +235,7 @@ class RemathSummarizer(BlockSummarizer[RemathSummary]):
                 if r.condition.get("given") == given and (turn := _reply_turn(r)) is not None
             ]
             if pairs:
-                rows.append(AutomatedRow.model_validate({"given": given, **automated_metrics(pairs)}))
+                rows.append(automated_metrics(given, pairs))
         return rows
 
     @staticmethod

@@ -39,6 +39,7 @@ from engine import (
 from personas.remath import ERROR_TYPES, INTENTIONS, STRATEGIES
 
 from .llm import RubricJudge, RubricOptions, collect_votes
+from .remath_model import AnnotatorAgreement, HumanAgreement, LabelAgreement
 from .votes import most_common
 
 __all__ = (
@@ -256,8 +257,11 @@ class StrategyJudge(RubricJudge):
         ]
 
 
-def label_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, Any]:
-    """Exact match, Cohen's kappa and entropy of one Task A/B label over ok records (`<label>_pred/_gold`)."""
+def label_agreement(
+    records: Sequence[EpisodeRecord], label: str, annotated: Sequence[EpisodeRecord] | None = None
+) -> LabelAgreement:
+    """Exact match, Cohen's kappa and entropy of one Task A/B label over ok records (`<label>_pred/_gold`), and
+    the teachers' agreement over `annotated` (default: `records`), where two labelled a snippet."""
     order = LABELS[label]
     pred: list[str] = []
     gold: list[str] = []
@@ -267,18 +271,21 @@ def label_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, A
             pred.append(p)
             gold.append(g)
     result = agreement(gold, pred, order)
-    return {
-        "label": label,
-        "n": result.n,
-        "match": result.accuracy,
-        "kappa": result.kappa,
-        "entropy_pred": label_entropy(pred),
-        "entropy_gold": label_entropy(gold),
-        "shares_pred": label_shares(pred, order),
-        "shares_gold": label_shares(gold, order),
-        "confusion": [list(row) for row in result.confusion],
-        "labels": list(order),
-    }
+    teachers = records if annotated is None else annotated
+    return LabelAgreement(
+        label=label,
+        n=result.n,
+        match=result.accuracy,
+        kappa=result.kappa,
+        entropy_pred=label_entropy(pred),
+        entropy_gold=label_entropy(gold),
+        shares_pred=label_shares(pred, order),
+        shares_gold=label_shares(gold, order),
+        confusion=[list(row) for row in result.confusion],
+        labels=list(order),
+        per_annotator=annotator_agreement(teachers, label),
+        human=human_agreement(teachers, label),
+    )
 
 
 JUDGES.add("remath_pairwise", PairwiseJudge)
@@ -294,7 +301,7 @@ def _annotated(records: Sequence[EpisodeRecord], label: str) -> list[tuple[Episo
     return found
 
 
-def annotator_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, Any] | None:
+def annotator_agreement(records: Sequence[EpisodeRecord], label: str) -> AnnotatorAgreement | None:
     """The tutor against each of a doubly-labelled snippet's two teachers, and the mean of the two.
 
     The paper computes match and kappa "separately for each annotator then averaged across annotators". Bridge
@@ -306,17 +313,29 @@ def annotator_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[st
         return None
     order = LABELS[label]
     pred = [str(r.metrics[f"{label}_pred"]) for r, _, _ in rows]
-    found: dict[str, Any] = {"n": len(rows)}
-    for n, gold in ((1, [a1 for _, a1, _ in rows]), (2, [a2 for _, _, a2 in rows])):
-        result = agreement(gold, pred, order)
-        found[f"match_{n}"], found[f"kappa_{n}"] = result.accuracy, result.kappa
-    for key in ("match", "kappa"):
-        values = [found[f"{key}_{n}"] for n in (1, 2)]
-        found[key] = None if None in values else sum(values) / 2
-    return found
+    match_1, kappa_1 = _against(order, [a1 for _, a1, _ in rows], pred)
+    match_2, kappa_2 = _against(order, [a2 for _, _, a2 in rows], pred)
+    return AnnotatorAgreement(
+        n=len(rows),
+        match_1=match_1,
+        kappa_1=kappa_1,
+        match_2=match_2,
+        kappa_2=kappa_2,
+        match=_mean_of_two(match_1, match_2),
+        kappa=_mean_of_two(kappa_1, kappa_2),
+    )
 
 
-def human_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, Any] | None:
+def _against(order: Sequence[str], gold: list[str], pred: list[str]) -> tuple[float | None, float | None]:
+    result = agreement(gold, pred, order)
+    return result.accuracy, result.kappa
+
+
+def _mean_of_two(first: float | None, second: float | None) -> float | None:
+    return None if first is None or second is None else sum((first, second)) / 2
+
+
+def human_agreement(records: Sequence[EpisodeRecord], label: str) -> HumanAgreement | None:
     """The two teachers' agreement (match, Cohen's kappa) over the distinct doubly-labelled snippets in `records`.
 
     With two teachers, "per annotator, then averaged" is the one pair's kappa: the statistic is symmetric.
@@ -327,9 +346,9 @@ def human_agreement(records: Sequence[EpisodeRecord], label: str) -> dict[str, A
     if not pairs:
         return None
     result = agreement([a for a, _ in pairs.values()], [b for _, b in pairs.values()], LABELS[label])
-    return {
-        "n": result.n,
-        "match": result.accuracy,
-        "kappa": result.kappa,
-        "entropy": label_entropy([a for pair in pairs.values() for a in pair]),
-    }
+    return HumanAgreement(
+        n=result.n,
+        match=result.accuracy,
+        kappa=result.kappa,
+        entropy=label_entropy([a for pair in pairs.values() for a in pair]),
+    )

@@ -123,9 +123,9 @@ def test_label_agreement_matches_engine_agreement(tmp_path: Path) -> None:
     row = label_agreement(records, "error")
     gold = [str(r.metrics["error_gold"]) for r in records]
     pred = [str(r.metrics["error_pred"]) for r in records]
-    direct = agreement(gold, pred, row["labels"])
-    assert (row["match"], row["kappa"]) == (direct.accuracy, direct.kappa)
-    assert row["match"] == sum(g == p for g, p in zip(gold, pred, strict=True)) / len(gold)
+    direct = agreement(gold, pred, row.labels)
+    assert (row.match, row.kappa) == (direct.accuracy, direct.kappa)
+    assert row.match == sum(g == p for g, p in zip(gold, pred, strict=True)) / len(gold)
 
 
 def test_report_rebuilds_the_same_summary(tmp_path: Path) -> None:
