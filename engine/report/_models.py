@@ -44,7 +44,7 @@ from engine.report._sections import EpisodeScores, EpisodeVerdict, default_score
 from engine.report._summarizer import with_protocol
 from engine.report._upgrade import upgrade_summary
 from engine.stats._families import format_p
-from engine.stats._models import Headline, ModelScores, compare_models
+from engine.stats._models import Headline, LeaderboardRow, ModelScores, OmnibusRow, compare_models
 
 __all__ = (
     "ModelTables",
@@ -196,10 +196,10 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
     head = comparison["headline"]
     better = "lower" if head["lower_is_better"] else "higher"
     rows = []
-    for row in comparison["leaderboard"]:
-        rank = str(row["rank_low"]) if row["rank_low"] == row["rank_high"] else f"{row['rank_low']}-{row['rank_high']}"
-        tied = ", ".join(row["tied_with"]) or "–"
-        rows.append((rank, row["model"], _num(row["mean"]), format_interval(row["ci_low"], row["ci_high"], 3), tied))
+    for row in map(LeaderboardRow.model_validate, comparison["leaderboard"]):
+        rank = str(row.rank_low) if row.rank_low == row.rank_high else f"{row.rank_low}-{row.rank_high}"
+        tied = ", ".join(row.tied_with) or "–"
+        rows.append((rank, row.model, _num(row.mean), format_interval(row.ci_low, row.ci_high, 3), tied))
     table = Table(
         ("rank", "tutor", head["metric"], "95% CI", "tied with"),
         tuple(rows),
@@ -283,15 +283,8 @@ def _pairs_table(comparison: Mapping[str, Any]) -> Table:
 
 def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
     rows = tuple(
-        (
-            row["metric"],
-            row["test"] or "–",
-            row["n"],
-            format_fixed(row["statistic"]),
-            format_p(row["p"]),
-            format_p(row["p_family"]),
-        )
-        for row in comparison["omnibus"]
+        (row.metric, row.test or "–", row.n, format_fixed(row.statistic), format_p(row.p), format_p(row.p_family))
+        for row in map(OmnibusRow.model_validate, comparison["omnibus"])
     )
     return Table(
         ("metric", "test", "units", "χ²", "p", "p (BH)"),

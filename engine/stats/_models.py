@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 from engine.core._lazy import lazy_module
 from engine.core._seeds import derive_seed
 from engine.stats._contrast import ContrastRow
@@ -37,7 +39,9 @@ __all__ = (
     "FAMILY_METHOD",
     "FAMILY_Q",
     "Headline",
+    "LeaderboardRow",
     "ModelScores",
+    "OmnibusRow",
     "TutorPair",
     "association_across_tutors",
     "compare_models",
@@ -59,6 +63,39 @@ class TutorPair(ContrastRow):
     metric: str
     mean_low: float | None = None
     mean_high: float | None = None
+
+
+class LeaderboardRow(BaseModel):
+    """One tutor's place on the headline metric: its mean over the complete units and its bootstrap rank interval."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str
+    n: int
+    mean: float
+    ci_low: float
+    ci_high: float
+    rank_low: int
+    rank_high: int
+    tied_with: list[str]
+    """The tutors whose rank intervals overlap this one's."""
+
+
+class OmnibusRow(BaseModel):
+    """Whether the tutors differ at all on one metric (Friedman, or Cochran's Q on 0/1 data), over complete units.
+
+    `p_family` (BH over the metrics) and `passes` are the gate's: a metric that does not pass admits no finding
+    among its pairs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    metric: str
+    n: int
+    binary: bool
+    test: str | None
+    statistic: float | None
+    p: float | None
+    status: str
+    p_family: float | None = None
+    passes: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,16 +166,15 @@ def _mean_interval(d: FloatArray, seed: int, n_boot: int) -> tuple[float | None,
 
 def _metric_rows(
     data: ModelScores, units: Sequence[Any], metric: str, *, seed: int, n_boot: int, min_pairs: int
-) -> tuple[dict[str, Any], list[TutorPair]]:
+) -> tuple[OmnibusRow, list[TutorPair]]:
     table = _table(data, units, metric)
     table = table[~np.isnan(table).any(axis=1)]
     n = int(table.shape[0])
-    omnibus: dict[str, Any] = {"metric": metric, "n": n, "binary": _is_binary(table) if n else False}
-    omnibus.update(
-        {"test": None, "statistic": None, "p": None, "status": "ok" if n >= max(min_pairs, 1) else "insufficient"}
+    status = "ok" if n >= max(min_pairs, 1) else "insufficient"
+    test, statistic, p = omnibus_test(table) if status == "ok" and len(data.labels) > 2 else (None, None, None)
+    omnibus = OmnibusRow(
+        metric=metric, n=n, binary=_is_binary(table) if n else False, test=test, statistic=statistic, p=p, status=status
     )
-    if omnibus["status"] == "ok" and len(data.labels) > 2:
-        omnibus["test"], omnibus["statistic"], omnibus["p"] = omnibus_test(table)
     pairs: list[TutorPair] = []
     for i, j in itertools.combinations(range(len(data.labels)), 2):
         a, b = data.labels[i], data.labels[j]
@@ -151,14 +187,16 @@ def _metric_rows(
     return omnibus, pairs
 
 
-def _gate(omnibus: list[dict[str, Any]], q: float) -> None:
+def _gate(omnibus: Sequence[OmnibusRow], q: float) -> list[OmnibusRow]:
     """BH over the metrics' omnibus p: a metric whose omnibus does not pass admits no finding among its pairs."""
-    tested = [row for row in omnibus if row["p"] is not None]
-    for row, adjusted in zip(tested, adjust_p([row["p"] for row in tested], FAMILY_METHOD), strict=True):
-        row["p_family"] = adjusted
+    tested = [p for row in omnibus if (p := row.p) is not None]
+    adjusted = iter(adjust_p(tested, FAMILY_METHOD))
+    gated = []
     for row in omnibus:
-        row.setdefault("p_family", None)
-        row["passes"] = row["status"] == "ok" and (row["p_family"] is None or row["p_family"] <= q)
+        p_family = None if row.p is None else next(adjusted)
+        passes = row.status == "ok" and (p_family is None or p_family <= q)
+        gated.append(row.model_copy(update={"p_family": p_family, "passes": passes}))
+    return gated
 
 
 def _item_weights(items: Sequence[str], seed: int, n_boot: int) -> FloatArray:
@@ -245,7 +283,7 @@ def rank_intervals(
 
 def _leaderboard(
     data: ModelScores, units: Sequence[Any], headline: Headline, *, seed: int, n_boot: int
-) -> list[dict[str, Any]]:
+) -> list[LeaderboardRow]:
     table = _table(data, units, headline.metric)
     kept = [unit for unit, row in zip(units, table, strict=True) if not np.isnan(row).any()]
     table = table[~np.isnan(table).any(axis=1)]
@@ -258,16 +296,16 @@ def _leaderboard(
     sign = 1.0 if headline.lower_is_better else -1.0
     order = sorted(range(len(data.labels)), key=lambda j: (int(low[j]), int(high[j]), sign * float(means[j])))
     return [
-        {
-            "model": data.labels[j],
-            "n": len(kept),
-            "mean": float(means[j]),
-            "ci_low": float(ci[0, j]),
-            "ci_high": float(ci[1, j]),
-            "rank_low": int(low[j]),
-            "rank_high": int(high[j]),
-            "tied_with": [data.labels[k] for k in order if k != j and low[k] <= high[j] and low[j] <= high[k]],
-        }
+        LeaderboardRow(
+            model=data.labels[j],
+            n=len(kept),
+            mean=float(means[j]),
+            ci_low=float(ci[0, j]),
+            ci_high=float(ci[1, j]),
+            rank_low=int(low[j]),
+            rank_high=int(high[j]),
+            tied_with=[data.labels[k] for k in order if k != j and low[k] <= high[j] and low[j] <= high[k]],
+        )
         for j in order
     ]
 
@@ -313,14 +351,14 @@ def compare_models(
     """The cross-tutor comparison as plain JSON: balance, leaderboard, omnibus and pairs per metric, cells."""
     units = _complete(data)
     metrics = data.metrics
-    omnibus: list[dict[str, Any]] = []
+    omnibus: list[OmnibusRow] = []
     pairs: list[TutorPair] = []
     for metric in metrics:
         row, rows = _metric_rows(data, units, metric, seed=seed, n_boot=n_boot, min_pairs=min_pairs)
         omnibus.append(row)
         pairs.extend(rows)
-    _gate(omnibus, q)
-    passes = {row["metric"]: row["passes"] for row in omnibus}
+    omnibus = _gate(omnibus, q)
+    passes = {row.metric: row.passes for row in omnibus}
     gated = [pair.model_copy(update={"gated": not passes[pair.metric]}) for pair in pairs]
     pairs = correct_family(gated, method=FAMILY_METHOD, q=q, family="pairs × metrics")
     return {
@@ -328,8 +366,11 @@ def compare_models(
         "headline": {"metric": headline.metric, "lower_is_better": headline.lower_is_better},
         "units": {label: len(data.scores[label]) for label in data.labels},
         "complete_units": len(units),
-        "leaderboard": _leaderboard(data, units, headline, seed=derive_seed(seed, "ranks"), n_boot=N_BOOT_RANKS),
-        "omnibus": omnibus,
+        "leaderboard": [
+            row.model_dump()
+            for row in _leaderboard(data, units, headline, seed=derive_seed(seed, "ranks"), n_boot=N_BOOT_RANKS)
+        ],
+        "omnibus": [row.model_dump() for row in omnibus],
         "pairs": [pair.model_dump(mode="json") for pair in pairs],
         "family": {
             "method": FAMILY_METHOD,
