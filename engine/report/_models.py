@@ -44,7 +44,15 @@ from engine.report._sections import EpisodeScores, EpisodeVerdict, default_score
 from engine.report._summarizer import with_protocol
 from engine.report._upgrade import upgrade_summary
 from engine.stats._families import format_p
-from engine.stats._models import Headline, LeaderboardRow, ModelScores, OmnibusRow, compare_models
+from engine.stats._models import (
+    CellCount,
+    Headline,
+    LeaderboardRow,
+    ModelScores,
+    OmnibusRow,
+    TutorPair,
+    compare_models,
+)
 
 __all__ = (
     "ModelTables",
@@ -250,20 +258,22 @@ def _rho_interval(found: Mapping[str, Any]) -> str:
     return f"{format_estimate(rho, low, high, signed=True)} (95%, bootstrap over items)"
 
 
-def _pairs_table(comparison: Mapping[str, Any]) -> Table:
+def _pairs(comparison: Mapping[str, Any], *, findings_only: bool = False) -> list[TutorPair]:
+    return [row for row in map(TutorPair.model_validate, comparison["pairs"]) if row.finding or not findings_only]
+
+
+def _pairs_table(comparison: Mapping[str, Any], *, findings_only: bool = False) -> Table:
     rows = []
     findings: list[bool] = []
-    for row in comparison["pairs"]:
-        if row["status"] != "ok":
+    for row in _pairs(comparison, findings_only=findings_only):
+        if row.status != "ok":
             continue
-        diff = format_fixed(row["mean_diff"], 3, signed=True)
-        interval = format_interval(row.get("mean_low"), row.get("mean_high"), 3, signed=True)
-        effect = format_fixed(row["r"], signed=True)
-        verdict = "finding" if row["finding"] else ("gated" if row["gated"] else "–")
-        rows.append(
-            (row["metric"], f"{row['a']} − {row['b']}", diff, interval, effect, format_p(row["p_family"]), verdict)
-        )
-        findings.append(bool(row["finding"]))
+        diff = format_fixed(row.mean_diff, 3, signed=True)
+        interval = format_interval(row.mean_low, row.mean_high, 3, signed=True)
+        effect = format_fixed(row.r, signed=True)
+        verdict = "finding" if row.finding else ("gated" if row.gated else "–")
+        rows.append((row.metric, f"{row.a} − {row.b}", diff, interval, effect, format_p(row.p_family), verdict))
+        findings.append(row.finding)
     family = comparison["family"]
     return Table(
         ("metric", "pair", "mean diff", "95% CI", "r", "p (BH)", "verdict"),
@@ -297,8 +307,8 @@ def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
 
 def _cells_table(comparison: Mapping[str, Any]) -> Table:
     rows = tuple(
-        (f"{row['a']} → {row['b']}", row["cells"], row["b_worse"], row["b_better"], format_p(row["p"]))
-        for row in comparison["cells"]
+        (f"{row.a} → {row.b}", row.cells, row.b_worse, row.b_better, format_p(row.p))
+        for row in map(CellCount.model_validate, comparison["cells"])
     )
     head = comparison["headline"]["metric"]
     return Table(
@@ -311,18 +321,15 @@ def _cells_table(comparison: Mapping[str, Any]) -> Table:
 
 
 def _forest(comparison: Mapping[str, Any]) -> list[Block]:
-    findings = [row for row in comparison["pairs"] if row["finding"]]
+    findings = _pairs(comparison, findings_only=True)
     if not findings:
         return [Note("No pairwise difference between tutors is a finding after the family correction.", console=True)]
     panels = []
-    for metric in dict.fromkeys(row["metric"] for row in findings):
-        intervals = tuple(
-            Interval(f"{r['a']} − {r['b']}", r["mean_diff"], r.get("mean_low"), r.get("mean_high"), True)
-            for r in findings
-            if r["metric"] == metric
-        )
+    for metric in dict.fromkeys(row.metric for row in findings):
+        shown = [r for r in findings if r.metric == metric]
+        intervals = tuple(Interval(f"{r.a} − {r.b}", r.mean_diff, r.mean_low, r.mean_high, True) for r in shown)
         panels.append(ForestPanel(metric, intervals))
-    numbers = replace(_pairs_table({**comparison, "pairs": findings}), console_columns=())
+    numbers = replace(_pairs_table(comparison, findings_only=True), console_columns=())
     return [
         Forest(
             tuple(panels),

@@ -38,6 +38,7 @@ else:
 __all__ = (
     "FAMILY_METHOD",
     "FAMILY_Q",
+    "CellCount",
     "Headline",
     "LeaderboardRow",
     "ModelScores",
@@ -96,6 +97,18 @@ class OmnibusRow(BaseModel):
     status: str
     p_family: float | None = None
     passes: bool = False
+
+
+class CellCount(BaseModel):
+    """Two tutors over the table's cells: in how many B is worse than A on the headline, and the sign test's p."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    a: str
+    b: str
+    cells: int
+    b_worse: int
+    b_better: int
+    p: float | None
 
 
 @dataclass(frozen=True)
@@ -319,7 +332,7 @@ def _column_means(table: FloatArray) -> FloatArray:
     return means
 
 
-def _cells(data: ModelScores, units: Sequence[Any], headline: Headline) -> list[dict[str, Any]]:
+def _cells(data: ModelScores, units: Sequence[Any], headline: Headline) -> list[CellCount]:
     """Per pair, over the table's cells: in how many is B worse than A on the headline (a sign test over cells)."""
     by_cell: dict[str, list[Any]] = {}
     for unit in units:
@@ -327,15 +340,13 @@ def _cells(data: ModelScores, units: Sequence[Any], headline: Headline) -> list[
     means = {
         cell: _column_means(_table(data, cell_units, headline.metric)) for cell, cell_units in sorted(by_cell.items())
     }
-    rows = []
+    rows: list[CellCount] = []
     sign = 1.0 if headline.lower_is_better else -1.0
     for i, j in itertools.combinations(range(len(data.labels)), 2):
         gaps = [sign * (m[j] - m[i]) for m in means.values() if not np.isnan(m[[i, j]]).any()]
         worse, better = sum(g > 1e-12 for g in gaps), sum(g < -1e-12 for g in gaps)
         p = float(stats.binomtest(worse, worse + better).pvalue) if worse + better else None
-        rows.append(
-            {"a": data.labels[i], "b": data.labels[j], "cells": len(gaps), "b_worse": worse, "b_better": better, "p": p}
-        )
+        rows.append(CellCount(a=data.labels[i], b=data.labels[j], cells=len(gaps), b_worse=worse, b_better=better, p=p))
     return rows
 
 
@@ -378,7 +389,7 @@ def compare_models(
             "size": sum(pair.tested for pair in pairs),
             "findings": sum(pair.finding for pair in pairs),
         },
-        "cells": _cells(data, units, headline),
+        "cells": [row.model_dump() for row in _cells(data, units, headline)],
         "length_vs_headline": _length_association(data, units, headline, seed=derive_seed(seed, "length")),
     }
 
