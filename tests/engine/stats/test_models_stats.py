@@ -12,8 +12,12 @@ from scipy import stats
 
 from engine.report._models import _rho_interval
 from engine.stats._models import (
+    CellCount,
     Headline,
+    LeaderboardRow,
     ModelScores,
+    OmnibusRow,
+    TutorPair,
     association_across_tutors,
     compare_models,
     omnibus_test,
@@ -78,6 +82,24 @@ def test_a_metric_whose_omnibus_fails_has_no_finding() -> None:
     found = compare_models(_data([0.3] * 4, units=80, seed=3), HEAD, seed=3, n_boot=0)
     gated = [r for r in found["pairs"] if r["gated"]]
     assert not found["omnibus"][0]["passes"] and len(gated) == 6 and not any(r["finding"] for r in gated)
+
+
+def test_the_comparisons_rows_are_its_typed_rows_and_the_gate_is_bh_over_the_metrics() -> None:
+    """Every row of the comparison's JSON is its typed row key for key (no extra key, none missing), and each
+    metric's omnibus p_family is scipy's Benjamini–Hochberg over the metrics' omnibus p."""
+    data = _data([0.3, 0.3, 0.6, 0.3], units=40, seed=4)
+    scores = {
+        label: {u: {**v, "other": v["harm"] * 0.5} for u, v in units.items()} for label, units in data.scores.items()
+    }
+    found = compare_models(ModelScores(data.labels, scores, data.item_of, data.cell_of), HEAD, seed=4, n_boot=0)
+    for key, row_type in (("leaderboard", LeaderboardRow), ("omnibus", OmnibusRow), ("cells", CellCount)):
+        assert found[key] and [row_type.model_validate(r).model_dump() for r in found[key]] == found[key]
+    assert [TutorPair.model_validate(r).model_dump(mode="json") for r in found["pairs"]] == found["pairs"]
+    omnibus = [OmnibusRow.model_validate(r) for r in found["omnibus"]]
+    assert [row.metric for row in omnibus] == ["harm", "other"]
+    expected = stats.false_discovery_control([row.p for row in omnibus if row.p is not None], method="bh")
+    assert [row.p_family for row in omnibus] == pytest.approx(list(expected))
+    assert all(row.passes == (row.p_family is not None and row.p_family <= 0.05) for row in omnibus)
 
 
 def test_rank_intervals_separate_distinct_tutors_and_tie_identical_ones() -> None:
