@@ -88,7 +88,7 @@ from .scenario._intake import CountedItems, Intake
 from .scenario._items import ITEM_SOURCES, Item
 from .scenario._plan import DESIGNS, Design, Episode
 from .scenario._spec import ModelSpec, Scenario
-from .stats._agreement import VotedUnit, agreement, judge_agreement, label_entropy, label_shares
+from .stats._agreement import JudgeAgreement, VotedUnit, agreement, judge_agreement, label_entropy, label_shares
 from .stats._contrast import ContrastRow, family_caption
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
 from .stats._models import spearman_across_models
@@ -166,6 +166,7 @@ __all__ = [
     "Item",
     "JUDGES",
     "Judge",
+    "JudgeAgreement",
     "JudgeError",
     "Judgment",
     "LABEL_SOURCES",

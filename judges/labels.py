@@ -35,6 +35,7 @@ from engine import (
     Dimension,
     Example,
     Item,
+    JudgeAgreement,
     LabelMap,
     LabelSet,
     Reader,
@@ -209,7 +210,7 @@ def _example(key: str, records: list[HumanLabel]) -> Example:
     )
 
 
-def _annotators(keys: list[str], by_response: Mapping[str, list[HumanLabel]]) -> dict[str, Any] | None:
+def _annotators(keys: list[str], by_response: Mapping[str, list[HumanLabel]]) -> JudgeAgreement | None:
     annotators = sorted({r.annotator for key in keys for r in by_response[key]})
     if len(annotators) < 2:
         return None

@@ -13,7 +13,14 @@ from engine.core._format import format_estimate
 from engine.core._records import EpisodeRecord
 from engine.core._seeds import derive_seed
 from engine.report._blocks import SIMRUN_ADDITION, Block, Note, Section, Table
-from engine.stats._agreement import judge_agreement, spec_labels, voted_units
+from engine.stats._agreement import (
+    AgreementEstimate,
+    JudgeAgreement,
+    PairKappa,
+    judge_agreement,
+    spec_labels,
+    voted_units,
+)
 
 __all__ = ("judge_agreement_blocks", "run_judge_agreement")
 
@@ -26,7 +33,7 @@ def _judge_specs(manifest: Mapping[str, Any]) -> list[Mapping[str, Any] | str]:
     return [str(m) for m in (named if isinstance(named, list) else [named])]
 
 
-def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> dict[str, Any]:
+def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str, Any]) -> JudgeAgreement:
     """Agreement between the run's judge specs over the ok records' judgments (clusters: episodes)."""
     labels = spec_labels(_judge_specs(manifest))
     if len(labels) < 2:
@@ -38,17 +45,17 @@ def run_judge_agreement(records: Sequence[EpisodeRecord], manifest: Mapping[str,
     return judge_agreement(units, labels, seed=derive_seed(manifest.get("seed") or 0, "judge_agreement", bits=32))
 
 
-def _value(cell: Mapping[str, Any]) -> str:
-    if cell.get("value") is None:
+def _value(cell: AgreementEstimate | PairKappa) -> str:
+    if cell.value is None:
         return "not estimable"
-    return format_estimate(cell["value"], cell.get("low"), cell.get("high"))
+    return format_estimate(cell.value, cell.low, cell.high)
 
 
-def _rows(block: Mapping[str, Any]) -> tuple[tuple[str, str, int, str, str], ...]:
+def _rows(block: JudgeAgreement) -> tuple[tuple[str, str, int, str, str], ...]:
     rows = []
-    for metric in block.get("metrics", []):
-        kappas = "; ".join(f"{' ~ '.join(k['judges'])}: {_value(k)}" for k in metric["kappa"])
-        rows.append((metric["metric"], metric["level"], int(metric["units"]), _value(metric["alpha"]), kappas))
+    for metric in block.metrics:
+        kappas = "; ".join(f"{' ~ '.join(k.judges)}: {_value(k)}" for k in metric.kappa)
+        rows.append((metric.metric, metric.level, metric.units, _value(metric.alpha), kappas))
     return tuple(rows)
 
 
@@ -61,10 +68,13 @@ _INTRO = (
 _PROVENANCE = f"{SIMRUN_ADDITION} (the papers compare their judges with human labels, not with each other)"
 
 
-def judge_agreement_blocks(block: Mapping[str, Any] | None) -> list[Block]:
+def judge_agreement_blocks(found: JudgeAgreement | Mapping[str, Any] | None) -> list[Block]:
     """The report section every kind shows in report.md, report.html and on the terminal; none when fewer than
-    two judge specs voted."""
-    if not block or len(block.get("judges", [])) < 2:
+    two judge specs voted. `found` is the result, or summary.json's block as read back."""
+    if not found:
+        return []
+    block = found if isinstance(found, JudgeAgreement) else JudgeAgreement.model_validate(found)
+    if len(block.judges) < 2:
         return []
     table = Table(
         ("metric", "level", "units", "α [95% CI]", "pairwise κ [95% CI]"),
@@ -73,5 +83,5 @@ def judge_agreement_blocks(block: Mapping[str, Any] | None) -> list[Block]:
         key="judge-agreement",
         left=("level", "pairwise κ [95% CI]"),
     )
-    intro = Note(_INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block["judges"]) + ".")
+    intro = Note(_INTRO + " Judges: " + ", ".join(f"`{j}`" for j in block.judges) + ".")
     return [Section("Agreement between judge models", (intro, table), key="judge-agreement", provenance=_PROVENANCE)]

@@ -53,7 +53,7 @@ def write_report(run_dir: RunDir | Path | str) -> dict[str, Any]:
         "run": _run_info(manifest, current, summarizer),
         **results,
     }
-    summary.setdefault("judge_agreement", run_judge_agreement(records, manifest))
+    summary.setdefault("judge_agreement", run_judge_agreement(records, manifest).model_dump(mode="json"))
     summary.setdefault("judging", judging_summary(records))
     view = view_for(summary, summarizer)
     if view is not summarizer:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from engine.core._lazy import lazy_module
+from engine.stats._agreement_rows import AgreementEstimate, JudgeAgreement, MetricAgreement, PairKappa
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,6 +32,10 @@ else:
 __all__ = (
     "Agreement",
     "AgreementBounds",
+    "AgreementEstimate",
+    "JudgeAgreement",
+    "MetricAgreement",
+    "PairKappa",
     "VotedUnit",
     "agreement",
     "agreement_intervals",
@@ -248,7 +253,7 @@ def judge_agreement(
     confidence: float = 0.95,
     n_resamples: int = 2_000,
     pairwise: bool = True,
-) -> dict[str, Any]:
+) -> JudgeAgreement:
     """Agreement between judge specs per metric: Krippendorff's alpha over every spec's vote, pairwise Cohen's kappa.
 
     Judges are the coders and judged units the units. Booleans and strings are nominal categories; integers
@@ -258,18 +263,17 @@ def judge_agreement(
     Where only one value occurs, or one judge's votes never vary, alpha (and that judge's kappas) are not
     estimable: None with a `note`, never 1.0 — agreement with a constant says nothing about agreement.
     """
-    result: dict[str, Any] = {"judges": list(judges), "metrics": [], "confidence": confidence}
     if len(judges) < 2:
-        result["note"] = "fewer than two judge specs vote: agreement between judges is not measured"
-        return result
+        note = "fewer than two judge specs vote: agreement between judges is not measured"
+        return JudgeAgreement(judges=tuple(judges), metrics=(), confidence=confidence, note=note)
     by_metric: dict[str, list[VotedUnit]] = {}
     for unit in units:
         by_metric.setdefault(unit.metric, []).append(unit)
-    for metric, group in sorted(by_metric.items()):
-        row = _metric_agreement(metric, group, list(judges), seed, confidence, n_resamples, pairwise)
-        if row is not None:
-            result["metrics"].append(row)
-    return result
+    rows = (
+        _metric_agreement(metric, group, list(judges), seed, confidence, n_resamples, pairwise)
+        for metric, group in sorted(by_metric.items())
+    )
+    return JudgeAgreement(judges=tuple(judges), metrics=tuple(r for r in rows if r is not None), confidence=confidence)
 
 
 def _metric_agreement(
@@ -280,7 +284,7 @@ def _metric_agreement(
     confidence: float,
     n_resamples: int,
     pairwise: bool,
-) -> dict[str, Any] | None:
+) -> MetricAgreement | None:
     present = [u for u in units if sum(v is not None for v in u.votes) >= 2]
     if not present:
         return None
@@ -308,27 +312,27 @@ def _metric_agreement(
     votes_per_judge = [int(np.sum(codes[:, j] >= 0)) for j in range(len(judges))]
     constant = [j for j in range(len(judges)) if len(set(codes[:, j][codes[:, j] >= 0].tolist())) == 1]
     point, low, high = (_not_estimable(x, constant, pairs) for x in (point, low, high))
-    note = {"note": f"not estimable: {', '.join(judges[j] for j in constant)} never varied"} if constant else {}
-    return {
-        "metric": metric,
-        "level": level,
-        "units": len(present),
-        "clusters": len(clusters),
-        "votes_per_judge": dict(zip(judges, votes_per_judge, strict=True)),
-        "alpha": {"value": _number(point[0]), "low": _number(low[0]), "high": _number(high[0])},
-        "kappa": [
-            {
-                "judges": [judges[a], judges[b]],
-                "weights": "quadratic" if level != "nominal" else None,
-                "n": int(confusion[p].sum()),
-                "value": _number(point[p + 1]),
-                "low": _number(low[p + 1]),
-                "high": _number(high[p + 1]),
-            }
+    note = f"not estimable: {', '.join(judges[j] for j in constant)} never varied" if constant else None
+    return MetricAgreement(
+        metric=metric,
+        level=level,
+        units=len(present),
+        clusters=len(clusters),
+        votes_per_judge=dict(zip(judges, votes_per_judge, strict=True)),
+        alpha=AgreementEstimate(value=_number(point[0]), low=_number(low[0]), high=_number(high[0])),
+        kappa=tuple(
+            PairKappa(
+                judges=(judges[a], judges[b]),
+                weights="quadratic" if level != "nominal" else None,
+                n=int(confusion[p].sum()),
+                value=_number(point[p + 1]),
+                low=_number(low[p + 1]),
+                high=_number(high[p + 1]),
+            )
             for p, (a, b) in enumerate(pairs)
-        ],
-        **note,
-    }
+        ),
+        note=note,
+    )
 
 
 def _not_estimable(values: np.ndarray, constant: Sequence[int], pairs: Sequence[tuple[int, int]]) -> np.ndarray:

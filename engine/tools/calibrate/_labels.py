@@ -18,6 +18,7 @@ from engine.core._records import Judgment
 from engine.core._registry import Registry
 from engine.scenario._intake import Intake
 from engine.scenario._items import Item
+from engine.stats._agreement import JudgeAgreement
 
 __all__ = (
     "LABEL_SOURCES",
@@ -104,7 +105,7 @@ class LabelSet:
     examples: tuple[Example, ...]
     readers: Mapping[str, Mapping[str, Reader]]
     """Judge name → dimension → reader: which of a judge's metrics answer which dimension."""
-    annotator_agreement: Mapping[str, Any] | None = None
+    annotator_agreement: JudgeAgreement | None = None
     """Agreement between the human annotators, where several labelled one item (generic label files)."""
     intake: Intake | None = None
     """What the source read, kept and skipped (with why), printed when it skipped something."""
@@ -129,7 +130,7 @@ class CalibrationResult:
     calls: dict[str, Any] = field(default_factory=dict)
     human_rates: dict[str, Any] = field(default_factory=dict)
     """Dimension → group (e.g. MRBench tutor) → {n, shares}: the human labels as the data has them."""
-    annotator_agreement: Mapping[str, Any] | None = None
+    annotator_agreement: JudgeAgreement | None = None
 
     @property
     def errors(self) -> int:
@@ -143,5 +144,7 @@ class CalibrationResult:
             "duration_s": self.duration_s,
             "calls": self.calls,
             "human_rates": self.human_rates,
-            "annotator_agreement": self.annotator_agreement,
+            "annotator_agreement": None
+            if self.annotator_agreement is None
+            else self.annotator_agreement.model_dump(mode="json"),
         }

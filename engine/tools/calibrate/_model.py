@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from engine.report._rates import SUMMARY_CONFIG
-from engine.stats._agreement import Agreement
+from engine.stats._agreement import Agreement, JudgeAgreement, MetricAgreement
 
 __all__ = (
     "AgreementStats",
@@ -64,42 +64,8 @@ class DimensionRow(BaseModel):
         return f"{self.dimension} (proxy)" if self.proxy else self.dimension
 
 
-class Estimate(BaseModel):
-    model_config = SUMMARY_CONFIG
-    value: float | None
-    low: float | None
-    high: float | None
-
-
-class PairKappa(BaseModel):
-    model_config = SUMMARY_CONFIG
-    judges: list[str]
-    weights: str | None
-    n: int
-    value: float | None
-    low: float | None
-    high: float | None
-
-
-class MetricAgreement(BaseModel):
-    model_config = SUMMARY_CONFIG
-    metric: str
-    level: str
-    units: int
-    clusters: int
-    votes_per_judge: dict[str, int]
-    alpha: Estimate
-    kappa: list[PairKappa]
-
-
-class JudgeAgreementSummary(BaseModel):
-    """`engine.agreement.judge_agreement`: coders' agreement per metric; below two coders it carries a
-    `note` (kept as an extra key, so a file without one gains none)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    judges: list[str]
-    metrics: list[MetricAgreement]
-    confidence: float
+JudgeAgreementSummary = JudgeAgreement
+"""Coders' agreement per metric (judge models, or human annotators): `engine.stats` `JudgeAgreement`."""
 
 
 class ErrorKind(BaseModel):

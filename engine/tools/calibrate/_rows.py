@@ -55,7 +55,9 @@ def judge_entry(
         "dimensions": rows,
         "judge_agreement": None
         if not models or len(labels) < 2
-        else judge_agreement(voted_units(judged, len(labels)), labels, seed=derive_seed(seed, "judges", bits=32)),
+        else judge_agreement(
+            voted_units(judged, len(labels)), labels, seed=derive_seed(seed, "judges", bits=32)
+        ).model_dump(mode="json"),
     }
 
 

@@ -16,10 +16,15 @@ from sklearn.metrics import cohen_kappa_score
 
 from engine import SUMMARIZERS, Judgment, load_scenario, run_sync
 from engine.cli._show import print_tables
-from engine.stats._agreement import VotedUnit, judge_agreement, spec_labels, voted_units
+from engine.stats._agreement import AgreementEstimate, PairKappa, VotedUnit, judge_agreement, spec_labels, voted_units
 
 ROOT = Path(__file__).resolve().parents[3]
 JUDGES = ["a", "b", "c"]
+
+
+def _estimated(cell: AgreementEstimate | PairKappa) -> tuple[float, float, float]:
+    assert cell.low is not None and cell.value is not None and cell.high is not None
+    return cell.low, cell.value, cell.high
 
 
 def units_from(
@@ -38,20 +43,21 @@ def test_alpha_and_kappa_match_the_reference_packages() -> None:
     matrix: list[list[object]] = [[labels[int(c[i])] for c in noisy] for i in range(60)]
     matrix[4][1] = None
     found = judge_agreement(units_from(matrix), JUDGES, seed=1, n_resamples=500)
-    (row,) = found["metrics"]
+    (row,) = found.metrics
     index = {label: i for i, label in enumerate(labels)}
     data = np.array([[np.nan if r[j] is None else index[str(r[j])] for r in matrix] for j in range(3)])
-    assert row["alpha"]["value"] == pytest.approx(
-        krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
-    )
-    assert row["level"] == "nominal" and row["units"] == 60
-    for pair in row["kappa"]:
-        a, b = (JUDGES.index(j) for j in pair["judges"])
+    assert row.alpha.value == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
+    assert row.level == "nominal" and row.units == 60
+    for pair in row.kappa:
+        a, b = (JUDGES.index(j) for j in pair.judges)
         both = [(r[a], r[b]) for r in matrix if r[a] is not None and r[b] is not None]
         expected = cohen_kappa_score([x for x, _ in both], [y for _, y in both])
-        assert pair["value"] == pytest.approx(expected) and pair["n"] == len(both)
-        assert pair["low"] < pair["value"] < pair["high"]
-    assert row["alpha"]["low"] < row["alpha"]["value"] < row["alpha"]["high"]
+        assert pair.value == pytest.approx(expected) and pair.n == len(both)
+        low, value, high = _estimated(pair)
+        assert low < value < high
+    low, value, high = _estimated(row.alpha)
+    assert low < value < high
+    assert "note" not in row.model_dump(mode="json")  # summary.json gains a note only where one is due
 
 
 def test_float_votes_are_interval_with_quadratic_kappa() -> None:
@@ -62,14 +68,12 @@ def test_float_votes_are_interval_with_quadratic_kappa() -> None:
     matrix: list[list[object]] = [
         [values[int(np.clip(t + rng.integers(-1, 2), 0, 3))] for _ in range(2)] for t in truth
     ]
-    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=300)["metrics"]
+    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=300).metrics
     data = np.array([[float(str(r[j])) for r in matrix] for j in range(2)])
-    assert row["level"] == "interval"
-    assert row["alpha"]["value"] == pytest.approx(
-        krippendorff.alpha(reliability_data=data, level_of_measurement="interval")
-    )
+    assert row.level == "interval"
+    assert row.alpha.value == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="interval"))
     codes = [[values.index(float(str(r[j]))) for r in matrix] for j in range(2)]
-    assert row["kappa"][0]["value"] == pytest.approx(cohen_kappa_score(*codes, weights="quadratic"))
+    assert row.kappa[0].value == pytest.approx(cohen_kappa_score(*codes, weights="quadratic"))
 
 
 def test_independent_judges_have_intervals_covering_zero_and_copies_agree_fully() -> None:
@@ -77,15 +81,16 @@ def test_independent_judges_have_intervals_covering_zero_and_copies_agree_fully(
     rng = np.random.default_rng(11)
     coin = [[bool(rng.random() < 0.5) for _ in JUDGES] for _ in range(200)]
     clusters = [f"d{i // 5}" for i in range(200)]  # five replies per dialogue
-    (row,) = judge_agreement(units_from(coin, clusters=clusters), JUDGES, seed=2)["metrics"]
-    assert row["clusters"] == 40
-    assert row["alpha"]["low"] <= 0.0 <= row["alpha"]["high"]
+    (row,) = judge_agreement(units_from(coin, clusters=clusters), JUDGES, seed=2).metrics
+    assert row.clusters == 40
+    low, _, high = _estimated(row.alpha)
+    assert low <= 0.0 <= high
     same = [[v, v, v] for v in (True, False) * 20]
-    (copy,) = judge_agreement(units_from(same), JUDGES, seed=2, n_resamples=200)["metrics"]
-    assert copy["alpha"]["value"] == pytest.approx(1.0)
-    assert all(k["value"] == pytest.approx(1.0) for k in copy["kappa"])
-    (one,) = judge_agreement(units_from([[True] * 3] * 5), JUDGES, seed=2)["metrics"]
-    assert one["alpha"]["value"] is None  # one value only: undefined, not 1 or NaN
+    (copy,) = judge_agreement(units_from(same), JUDGES, seed=2, n_resamples=200).metrics
+    assert copy.alpha.value == pytest.approx(1.0)
+    assert all(k.value == pytest.approx(1.0) for k in copy.kappa)
+    (one,) = judge_agreement(units_from([[True] * 3] * 5), JUDGES, seed=2).metrics
+    assert one.alpha.value is None  # one value only: undefined, not 1 or NaN
 
 
 def test_votes_map_to_specs_in_turn() -> None:
@@ -97,7 +102,7 @@ def test_votes_map_to_specs_in_turn() -> None:
     ]
     (unit,) = voted_units(judgments, 3)
     assert unit == VotedUnit("e1", "harm.unsafe", (True, False, True))
-    assert judge_agreement([unit], ["only"], seed=0)["metrics"] == []
+    assert judge_agreement([unit], ["only"], seed=0).metrics == ()
 
 
 def test_spec_labels_name_settings_only_where_models_repeat() -> None:
@@ -175,32 +180,33 @@ def test_integer_ratings_are_ordinal_with_quadratic_kappa() -> None:
     rng = np.random.default_rng(7)
     truth = rng.integers(1, 6, size=80)
     matrix: list[list[object]] = [[int(np.clip(t + rng.integers(-1, 2), 1, 5)) for _ in range(2)] for t in truth]
-    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=300)["metrics"]
+    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=300).metrics
     data = np.array([[float(str(r[j])) for r in matrix] for j in range(2)])
-    assert row["level"] == "ordinal"
+    assert row.level == "ordinal"
     ordinal = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
     nominal = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
-    assert row["alpha"]["value"] == pytest.approx(ordinal)
+    assert row.alpha.value == pytest.approx(ordinal)
     assert abs(ordinal - nominal) > 0.05
     codes = [[int(str(r[j])) for r in matrix] for j in range(2)]
-    assert row["kappa"][0]["weights"] == "quadratic"
-    assert row["kappa"][0]["value"] == pytest.approx(cohen_kappa_score(*codes, weights="quadratic"))
+    assert row.kappa[0].weights == "quadratic"
+    assert row.kappa[0].value == pytest.approx(cohen_kappa_score(*codes, weights="quadratic"))
 
 
 def test_integers_with_a_not_applicable_code_stay_nominal() -> None:
     matrix = [[-1, -1], [0, 1], [1, 1], [0, 0], [1, 0], [-1, 1]]
-    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=100)["metrics"]
-    assert row["level"] == "nominal"
+    (row,) = judge_agreement(units_from(matrix), ["a", "b"], seed=0, n_resamples=100).metrics
+    assert row.level == "nominal"
 
 
 def test_a_judge_that_never_varies_makes_agreement_not_estimable() -> None:
     """Judge c always votes False: alpha and c's kappas are None with a note, not 1.0; a ~ b stays estimated."""
     rng = np.random.default_rng(5)
     matrix = [[bool(v), bool(v) if rng.random() < 0.9 else not v, False] for v in rng.random(60) < 0.3]
-    (row,) = judge_agreement(units_from(matrix), JUDGES, seed=2, n_resamples=200)["metrics"]
-    assert row["alpha"] == {"value": None, "low": None, "high": None}
-    assert "not estimable" in row["note"] and "c" in row["note"]
-    kappas = {tuple(k["judges"]): k["value"] for k in row["kappa"]}
+    (row,) = judge_agreement(units_from(matrix), JUDGES, seed=2, n_resamples=200).metrics
+    assert row.alpha == AgreementEstimate(value=None, low=None, high=None)
+    assert row.note is not None and "not estimable" in row.note and "c" in row.note
+    assert row.model_dump(mode="json")["note"] == row.note
+    kappas = {tuple(k.judges): k.value for k in row.kappa}
     assert kappas[("a", "c")] is None and kappas[("b", "c")] is None
     a = [r[0] for r in matrix]
     b = [r[1] for r in matrix]
