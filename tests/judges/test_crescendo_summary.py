@@ -540,10 +540,13 @@ def test_render_html_shows_hazard_subjects_and_judge_agreement(summary: Crescend
                 "metric": "harm.unsafe",
                 "level": "nominal",
                 "units": 19,
+                "clusters": 19,
+                "votes_per_judge": {"a": 19, "b": 19},
                 "alpha": {"value": 0.5, "low": 0.2, "high": 0.7},
-                "kappa": [{"judges": ["a", "b"], "value": 0.5, "low": 0.2, "high": 0.7}],
+                "kappa": [{"judges": ["a", "b"], "weights": None, "n": 19, "value": 0.5, "low": 0.2, "high": 0.7}],
             }
         ],
+        "confidence": 0.95,
     }
     html = str(CrescendoSummarizer().render_html({**summary.model_dump(mode="json"), "judge_agreement": block}))
     for key in ("fig-crescendo-hazard", "tbl-hazard-contrast", "tbl-subject-dimension-single"):
