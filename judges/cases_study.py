@@ -101,13 +101,13 @@ def cases_study(by_model: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                     response=response,
                     reference=reference,
                     statistic=name,
-                    models=found["models"] if found else sum(f.get(name) is not None for f in per_tutor),
-                    rho=found["rho"] if found else None,
-                    p=found["p"] if found else None,
-                    low=found["low"] if found else None,
-                    high=found["high"] if found else None,
-                    min_p=found["min_p"] if found else None,
-                    readable=bool(found and found["readable"]),
+                    models=found.models if found else sum(f.get(name) is not None for f in per_tutor),
+                    rho=found.rho if found else None,
+                    p=found.p if found else None,
+                    low=found.low if found else None,
+                    high=found.high if found else None,
+                    min_p=found.min_p if found else None,
+                    readable=bool(found and found.readable),
                 )
             )
     rates = [

@@ -50,6 +50,7 @@ from engine.stats._models import (
     LeaderboardRow,
     ModelScores,
     OmnibusRow,
+    TutorAssociation,
     TutorPair,
     compare_models,
 )
@@ -221,11 +222,12 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
         f"intervals overlap are tied. Episodes ok per tutor: {counts}."
     )
     blocks: list[Block] = [table, Note(note, console=True)]
-    found = comparison.get("length_vs_headline")
-    if found:
+    length = comparison.get("length_vs_headline")
+    if length:
+        found = TutorAssociation.model_validate(length)
         blocks.append(
             Note(
-                f"Across the {found['tutors']} tutors, Spearman's ρ between mean reply length (words) and "
+                f"Across the {found.tutors} tutors, Spearman's ρ between mean reply length (words) and "
                 f"{head['metric']}: {_rho_interval(found)}{_readable(found)}.",
                 console=True,
             )
@@ -233,23 +235,23 @@ def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> l
     return blocks
 
 
-def _readable(found: Mapping[str, Any]) -> str:
+def _readable(found: TutorAssociation) -> str:
     """The exact permutation p over the tutors, and whether so few tutors can give a significant ρ at all."""
-    if found.get("p") is None:
+    if found.p is None:
         return ""
-    said = f"; exact permutation p over the tutors {format_p(found['p'])}"
-    if not found.get("readable"):
+    said = f"; exact permutation p over the tutors {format_p(found.p)}"
+    if not found.readable:
         said += (
-            f", and {format_p(found['min_p'])} is the smallest p {found['tutors']} tutors can give, so this ρ cannot "
+            f", and {format_p(found.min_p)} is the smallest p {found.tutors} tutors can give, so this ρ cannot "
             "be read as evidence either way"
         )
     return said
 
 
-def _rho_interval(found: Mapping[str, Any]) -> str:
+def _rho_interval(found: TutorAssociation) -> str:
     """ρ with its interval; a zero-width one (every resample ranked the few tutors alike) is said in words,
     since "+1.00 [+1.00, +1.00]" reads as a certainty the handful of tutors cannot give."""
-    rho, low, high = found["rho"], found["low"], found["high"]
+    rho, low, high = found.rho, found.low, found.high
     if low is None or high is None:
         return format_fixed(rho, signed=True)
     if high - low < 0.005:

@@ -43,6 +43,8 @@ __all__ = (
     "LeaderboardRow",
     "ModelScores",
     "OmnibusRow",
+    "RankCorrelation",
+    "TutorAssociation",
     "TutorPair",
     "association_across_tutors",
     "compare_models",
@@ -109,6 +111,33 @@ class CellCount(BaseModel):
     b_worse: int
     b_better: int
     p: float | None
+
+
+class RankCorrelation(BaseModel):
+    """Spearman's ρ across a few models, with the exact permutation p and the smallest p so few models can give."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rho: float
+    p: float
+    low: float | None
+    high: float | None
+    models: int
+    min_p: float
+    readable: bool
+
+
+class TutorAssociation(BaseModel):
+    """Spearman's ρ across tutors between two per-tutor means, its bootstrap interval over items and exact p."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rho: float
+    low: float | None
+    high: float | None
+    tutors: int
+    units: int
+    p: float | None
+    min_p: float | None
+    readable: bool
 
 
 @dataclass(frozen=True)
@@ -223,7 +252,7 @@ def _item_weights(items: Sequence[str], seed: int, n_boot: int) -> FloatArray:
 
 def association_across_tutors(
     x: FloatArray, y: FloatArray, items: Sequence[str], *, seed: int, n_boot: int = N_BOOT_RANKS
-) -> dict[str, Any] | None:
+) -> TutorAssociation | None:
     """Spearman's ρ across tutors between two per-tutor means over the same units (units × tutors each), with a
     95% interval from a bootstrap over items; None below three tutors or without spread."""
     if x.shape[1] < 3 or x.shape[0] == 0:
@@ -240,20 +269,20 @@ def association_across_tutors(
     ]
     low, high = np.percentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
     rho = float(stats.spearmanr(mean_x, mean_y).statistic)
-    exact = spearman_across_models(mean_x.tolist(), mean_y.tolist(), seed=seed) or {}
-    return {
-        "rho": rho,
-        "low": float(low),
-        "high": float(high),
-        "tutors": int(x.shape[1]),
-        "units": int(x.shape[0]),
-        "p": exact.get("p"),
-        "min_p": exact.get("min_p"),
-        "readable": bool(exact.get("readable")),
-    }
+    exact = spearman_across_models(mean_x.tolist(), mean_y.tolist(), seed=seed)
+    return TutorAssociation(
+        rho=rho,
+        low=float(low),
+        high=float(high),
+        tutors=int(x.shape[1]),
+        units=int(x.shape[0]),
+        p=exact.p if exact else None,
+        min_p=exact.min_p if exact else None,
+        readable=bool(exact and exact.readable),
+    )
 
 
-def spearman_across_models(x: Sequence[float], y: Sequence[float], *, seed: int = 0) -> dict[str, Any] | None:
+def spearman_across_models(x: Sequence[float], y: Sequence[float], *, seed: int = 0) -> RankCorrelation | None:
     """Spearman's ρ across models between two per-model figures (TutorCaseBench Fig. 7), its exact permutation p
     and Fisher-z 95% interval (scipy's Pearson on the ranks, which is Spearman's ρ).
 
@@ -269,15 +298,15 @@ def spearman_across_models(x: Sequence[float], y: Sequence[float], *, seed: int 
     found = stats.pearsonr(rx, ry, method=stats.PermutationMethod(rng=np.random.default_rng(seed)))
     best = stats.pearsonr(rx, rx, method=stats.PermutationMethod(rng=np.random.default_rng(seed)))
     low, high = stats.pearsonr(rx, ry).confidence_interval() if len(xs) > 3 else (math.nan, math.nan)
-    return {
-        "rho": float(found.statistic),
-        "p": float(found.pvalue),
-        "low": None if math.isnan(low) else float(low),
-        "high": None if math.isnan(high) else float(high),
-        "models": len(xs),
-        "min_p": float(best.pvalue),
-        "readable": bool(best.pvalue <= FAMILY_Q),
-    }
+    return RankCorrelation(
+        rho=float(found.statistic),
+        p=float(found.pvalue),
+        low=None if math.isnan(low) else float(low),
+        high=None if math.isnan(high) else float(high),
+        models=len(xs),
+        min_p=float(best.pvalue),
+        readable=bool(best.pvalue <= FAMILY_Q),
+    )
 
 
 def rank_intervals(
@@ -372,6 +401,7 @@ def compare_models(
     passes = {row.metric: row.passes for row in omnibus}
     gated = [pair.model_copy(update={"gated": not passes[pair.metric]}) for pair in pairs]
     pairs = correct_family(gated, method=FAMILY_METHOD, q=q, family="pairs × metrics")
+    length = _length_association(data, units, headline, seed=derive_seed(seed, "length"))
     return {
         "labels": list(data.labels),
         "headline": {"metric": headline.metric, "lower_is_better": headline.lower_is_better},
@@ -390,11 +420,13 @@ def compare_models(
             "findings": sum(pair.finding for pair in pairs),
         },
         "cells": [row.model_dump() for row in _cells(data, units, headline)],
-        "length_vs_headline": _length_association(data, units, headline, seed=derive_seed(seed, "length")),
+        "length_vs_headline": length.model_dump() if length else None,
     }
 
 
-def _length_association(data: ModelScores, units: Sequence[Any], headline: Headline, *, seed: int) -> Any:
+def _length_association(
+    data: ModelScores, units: Sequence[Any], headline: Headline, *, seed: int
+) -> TutorAssociation | None:
     if not data.reply_words:
         return None
     words = np.array(

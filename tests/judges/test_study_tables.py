@@ -116,17 +116,17 @@ def test_spearman_across_models_matches_every_ranking_enumerated() -> None:
     found = engine.spearman_across_models(x, y)
     assert found is not None
     rho = stats.spearmanr(x, y).statistic
-    assert found["rho"] == pytest.approx(rho)
+    assert found.rho == pytest.approx(rho)
     every = [stats.spearmanr(x, list(p)).statistic for p in itertools.permutations(y)]
-    assert found["p"] == pytest.approx(sum(abs(r) >= abs(rho) - 1e-12 for r in every) / len(every))
-    assert found["min_p"] == pytest.approx(2 / 120) and found["readable"]
-    assert found["low"] < rho < found["high"]
+    assert found.p == pytest.approx(sum(abs(r) >= abs(rho) - 1e-12 for r in every) / len(every))
+    assert found.min_p == pytest.approx(2 / 120) and found.readable
+    assert found.low is not None and found.high is not None and found.low < rho < found.high
 
 
 def test_four_models_can_never_give_a_readable_correlation() -> None:
     found = engine.spearman_across_models([1, 2, 3, 4], [1, 2, 3, 4])
-    assert found is not None and found["rho"] == pytest.approx(1.0)
-    assert found["p"] == pytest.approx(2 / 24) == found["min_p"] and not found["readable"]
+    assert found is not None and found.rho == pytest.approx(1.0)
+    assert found.p == pytest.approx(2 / 24) == found.min_p and not found.readable
     assert engine.spearman_across_models([1, 2], [2, 1]) is None
     assert engine.spearman_across_models([1, 2, 3], [5, 5, 5]) is None
 

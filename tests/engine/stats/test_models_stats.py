@@ -129,12 +129,13 @@ def test_reply_length_and_the_headline_are_correlated_across_tutors() -> None:
     items = [f"i{n // 2}" for n in range(30)]
     found = association_across_tutors(words, harm, items, seed=1, n_boot=300)
     assert found is not None
-    assert found["rho"] == pytest.approx(stats.spearmanr(words.mean(axis=0), harm.mean(axis=0)).statistic)
-    assert found["low"] <= found["rho"] <= found["high"] and found["tutors"] == 4
+    assert found.rho == pytest.approx(stats.spearmanr(words.mean(axis=0), harm.mean(axis=0)).statistic)
+    assert found.low is not None and found.high is not None
+    assert found.low <= found.rho <= found.high and found.tutors == 4
     assert association_across_tutors(words[:, :2], harm[:, :2], items, seed=1) is None
     rankings = [stats.spearmanr(words.mean(axis=0), p).statistic for p in itertools.permutations(harm.mean(axis=0))]
-    assert found["p"] == pytest.approx(sum(abs(r) >= abs(found["rho"]) - 1e-12 for r in rankings) / 24)
-    assert found["min_p"] == pytest.approx(2 / 24) and not found["readable"], "four tutors: never p <= 0.05"
+    assert found.p == pytest.approx(sum(abs(r) >= abs(found.rho) - 1e-12 for r in rankings) / 24)
+    assert found.min_p == pytest.approx(2 / 24) and not found.readable, "four tutors: never p <= 0.05"
 
 
 def test_a_zero_width_rho_interval_is_said_in_words_not_as_plus_one_in_brackets() -> None:
@@ -145,15 +146,15 @@ def test_a_zero_width_rho_interval_is_said_in_words_not_as_plus_one_in_brackets(
     harm = rng.normal([0.1, 0.2, 0.3, 0.4], 0.001, size=(30, 4))
     items = [f"i{n // 2}" for n in range(30)]
     same = association_across_tutors(words, harm, items, seed=1, n_boot=200)
-    assert same is not None and same["low"] == same["high"] == same["rho"] == pytest.approx(1.0)
+    assert same is not None and same.low == same.high == same.rho == pytest.approx(1.0)
     text = _rho_interval(same)
     assert text.startswith("+1.00, the same in every bootstrap resample") and "[" not in text
     spread = association_across_tutors(
         rng.normal([40, 50, 60, 70], 40, size=(30, 4)), rng.normal([0.1, 0.15, 0.2, 0.25], 0.3, size=(30, 4)), items,
         seed=1, n_boot=300,
     )  # fmt: skip
-    assert spread is not None and spread["low"] < spread["high"]
+    assert spread is not None and spread.low is not None and spread.high is not None and spread.low < spread.high
     assert (
         _rho_interval(spread)
-        == f"{spread['rho']:+.2f} [{spread['low']:+.2f}, {spread['high']:+.2f}] (95%, bootstrap over items)"
+        == f"{spread.rho:+.2f} [{spread.low:+.2f}, {spread.high:+.2f}] (95%, bootstrap over items)"
     )
