@@ -35,7 +35,7 @@ import numpy as np
 import engine
 from engine.report._models import headline_of, model_scores, tutor_labels
 from engine.runtime._rundir import RunDir
-from engine.stats._models import Headline, ModelScores, compare_models
+from engine.stats._models import Headline, ModelScores, TutorComparison, compare_models
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "scenarios" / "crescendo_models.yaml"
@@ -67,16 +67,15 @@ def _fast(seed: int, planted: float | None, units: int) -> ModelScores:
     return ModelScores(labels, scores, {u: f"i{u // 3}" for u in range(units)}, {u: f"c{u % 3}" for u in range(units)})
 
 
-def _any_finding(comparison: dict[str, Any]) -> bool:
-    return bool(comparison["family"]["findings"])
+def _any_finding(comparison: TutorComparison) -> bool:
+    return bool(comparison.family.findings)
 
 
-def _planted_found(comparison: dict[str, Any]) -> bool:
-    pairs = comparison["pairs"]
-    return any(r["finding"] and "copy2" in (r["a"], r["b"]) and r["metric"] == HEAD.metric for r in pairs)
+def _planted_found(comparison: TutorComparison) -> bool:
+    return any(r.finding and "copy2" in (r.a, r.b) and r.metric == HEAD.metric for r in comparison.pairs)
 
 
-def _runner(seed: int, planted: float | None, out: Path) -> dict[str, Any]:
+def _runner(seed: int, planted: float | None, out: Path) -> TutorComparison:
     built = engine.load_built(STUDY, overrides=[*NARROW, f"seed={seed}", f"models.tutor={_tutors(planted)}"])
     result = anyio.run(engine.Runner(built, out=out, report=None).run)
     run = RunDir(result.run_dir)

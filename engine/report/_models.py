@@ -149,8 +149,9 @@ def model_results(
         label: _dump(summarizer.summarize([r for r in ordered if r.tutor == label], manifest)) for label in labels
     }
     data = model_scores(ordered, summarizer, labels)
-    comparison = compare_models(data, headline_of(summarizer, data.metrics), seed=int(manifest.get("seed") or 0))
-    comparison["by_level"] = _by_level(data.scores, comparison["headline"]["metric"], labels)
+    compared = compare_models(data, headline_of(summarizer, data.metrics), seed=int(manifest.get("seed") or 0))
+    comparison = compared.as_json()
+    comparison["by_level"] = _by_level(data.scores, compared.headline.metric, labels)
     counts = manifest.get("counts") or {}
     free = int(counts.get("tutor_free") or 0)
     planned = (int(counts.get("planned") or 0) - free) // max(1, len(labels))

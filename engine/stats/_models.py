@@ -39,12 +39,14 @@ __all__ = (
     "FAMILY_METHOD",
     "FAMILY_Q",
     "CellCount",
+    "FamilyCount",
     "Headline",
     "LeaderboardRow",
     "ModelScores",
     "OmnibusRow",
     "RankCorrelation",
     "TutorAssociation",
+    "TutorComparison",
     "TutorPair",
     "association_across_tutors",
     "compare_models",
@@ -165,6 +167,47 @@ class ModelScores:
     @property
     def metrics(self) -> list[str]:
         return sorted({m for label in self.labels for values in self.scores[label].values() for m in values})
+
+
+class FamilyCount(BaseModel):
+    """The declared family of pair × metric tests: its correction, level, how many were tested and found."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    method: str
+    q: float
+    size: int
+    findings: int
+
+
+class TutorComparison(BaseModel):
+    """The cross-tutor comparison: balance, leaderboard, omnibus and pairs per metric, cells, length vs headline."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    labels: list[str]
+    headline: Headline
+    units: dict[str, int]
+    complete_units: int
+    leaderboard: list[LeaderboardRow]
+    omnibus: list[OmnibusRow]
+    pairs: list[TutorPair]
+    family: FamilyCount
+    cells: list[CellCount]
+    length_vs_headline: TutorAssociation | None
+
+    def as_json(self) -> dict[str, Any]:
+        """summary.json's `comparison`, key for key as it has always been written (pairs in JSON mode)."""
+        return {
+            "labels": list(self.labels),
+            "headline": {"metric": self.headline.metric, "lower_is_better": self.headline.lower_is_better},
+            "units": dict(self.units),
+            "complete_units": self.complete_units,
+            "leaderboard": [row.model_dump() for row in self.leaderboard],
+            "omnibus": [row.model_dump() for row in self.omnibus],
+            "pairs": [pair.model_dump(mode="json") for pair in self.pairs],
+            "family": self.family.model_dump(),
+            "cells": [row.model_dump() for row in self.cells],
+            "length_vs_headline": self.length_vs_headline.model_dump() if self.length_vs_headline else None,
+        }
 
 
 def _complete(data: ModelScores) -> list[Any]:
@@ -387,8 +430,8 @@ def compare_models(
     n_boot: int = 2000,
     min_pairs: int = MIN_PAIRS,
     q: float = FAMILY_Q,
-) -> dict[str, Any]:
-    """The cross-tutor comparison as plain JSON: balance, leaderboard, omnibus and pairs per metric, cells."""
+) -> TutorComparison:
+    """The cross-tutor comparison, typed: balance, leaderboard, omnibus and pairs per metric, cells."""
     units = _complete(data)
     metrics = data.metrics
     omnibus: list[OmnibusRow] = []
@@ -401,27 +444,23 @@ def compare_models(
     passes = {row.metric: row.passes for row in omnibus}
     gated = [pair.model_copy(update={"gated": not passes[pair.metric]}) for pair in pairs]
     pairs = correct_family(gated, method=FAMILY_METHOD, q=q, family="pairs × metrics")
-    length = _length_association(data, units, headline, seed=derive_seed(seed, "length"))
-    return {
-        "labels": list(data.labels),
-        "headline": {"metric": headline.metric, "lower_is_better": headline.lower_is_better},
-        "units": {label: len(data.scores[label]) for label in data.labels},
-        "complete_units": len(units),
-        "leaderboard": [
-            row.model_dump()
-            for row in _leaderboard(data, units, headline, seed=derive_seed(seed, "ranks"), n_boot=N_BOOT_RANKS)
-        ],
-        "omnibus": [row.model_dump() for row in omnibus],
-        "pairs": [pair.model_dump(mode="json") for pair in pairs],
-        "family": {
-            "method": FAMILY_METHOD,
-            "q": q,
-            "size": sum(pair.tested for pair in pairs),
-            "findings": sum(pair.finding for pair in pairs),
-        },
-        "cells": [row.model_dump() for row in _cells(data, units, headline)],
-        "length_vs_headline": length.model_dump() if length else None,
-    }
+    return TutorComparison(
+        labels=list(data.labels),
+        headline=headline,
+        units={label: len(data.scores[label]) for label in data.labels},
+        complete_units=len(units),
+        leaderboard=_leaderboard(data, units, headline, seed=derive_seed(seed, "ranks"), n_boot=N_BOOT_RANKS),
+        omnibus=omnibus,
+        pairs=pairs,
+        family=FamilyCount(
+            method=FAMILY_METHOD,
+            q=q,
+            size=sum(pair.tested for pair in pairs),
+            findings=sum(pair.finding for pair in pairs),
+        ),
+        cells=_cells(data, units, headline),
+        length_vs_headline=_length_association(data, units, headline, seed=derive_seed(seed, "length")),
+    )
 
 
 def _length_association(

@@ -69,19 +69,19 @@ def test_identical_tutors_rarely_differ_and_a_planted_one_is_found() -> None:
     """Four copies of one tutor over 60 seeds: runs with any finding stay near the family's 5% (bound: 12%, the
     binomial's 99.9% quantile at 5% of 60); a tutor leaking at 0.6 among three at 0.3 is found on every seed."""
     null = [
-        compare_models(_data([0.3] * 4, units=80, seed=seed), HEAD, seed=seed, n_boot=0)["family"]["findings"] > 0
+        compare_models(_data([0.3] * 4, units=80, seed=seed), HEAD, seed=seed, n_boot=0).family.findings > 0
         for seed in range(60)
     ]
     assert sum(null) <= stats.binom.ppf(0.999, 60, 0.05)
     for seed in range(10):
         found = compare_models(_data([0.3, 0.3, 0.6, 0.3], units=80, seed=seed), HEAD, seed=seed, n_boot=0)
-        assert {(r["a"], r["b"]) for r in found["pairs"] if r["finding"]} >= {("m0", "m2"), ("m2", "m3")}
+        assert {(r.a, r.b) for r in found.pairs if r.finding} >= {("m0", "m2"), ("m2", "m3")}
 
 
 def test_a_metric_whose_omnibus_fails_has_no_finding() -> None:
     found = compare_models(_data([0.3] * 4, units=80, seed=3), HEAD, seed=3, n_boot=0)
-    gated = [r for r in found["pairs"] if r["gated"]]
-    assert not found["omnibus"][0]["passes"] and len(gated) == 6 and not any(r["finding"] for r in gated)
+    gated = [r for r in found.pairs if r.gated]
+    assert not found.omnibus[0].passes and len(gated) == 6 and not any(r.finding for r in gated)
 
 
 def test_the_comparisons_rows_are_its_typed_rows_and_the_gate_is_bh_over_the_metrics() -> None:
@@ -91,7 +91,9 @@ def test_the_comparisons_rows_are_its_typed_rows_and_the_gate_is_bh_over_the_met
     scores = {
         label: {u: {**v, "other": v["harm"] * 0.5} for u, v in units.items()} for label, units in data.scores.items()
     }
-    found = compare_models(ModelScores(data.labels, scores, data.item_of, data.cell_of), HEAD, seed=4, n_boot=0)
+    found = compare_models(
+        ModelScores(data.labels, scores, data.item_of, data.cell_of), HEAD, seed=4, n_boot=0
+    ).as_json()
     for key, row_type in (("leaderboard", LeaderboardRow), ("omnibus", OmnibusRow), ("cells", CellCount)):
         assert found[key] and [row_type.model_validate(r).model_dump() for r in found[key]] == found[key]
     assert [TutorPair.model_validate(r).model_dump(mode="json") for r in found["pairs"]] == found["pairs"]
@@ -106,8 +108,8 @@ def test_rank_intervals_separate_distinct_tutors_and_tie_identical_ones() -> Non
     table = np.column_stack([np.full(20, 0.1), np.full(20, 0.5), np.full(20, 0.9)])
     low, high, _ = rank_intervals(table, [f"i{n}" for n in range(20)], lower_is_better=True, seed=1, n_boot=200)
     assert low.tolist() == high.tolist() == [1, 2, 3]
-    same = compare_models(_data([0.3, 0.3], units=60, seed=2), HEAD, seed=2, n_boot=0)["leaderboard"]
-    assert all(row["tied_with"] for row in same)
+    same = compare_models(_data([0.3, 0.3], units=60, seed=2), HEAD, seed=2, n_boot=0).leaderboard
+    assert all(row.tied_with for row in same)
 
 
 def test_the_cell_count_says_where_b_is_worse() -> None:
@@ -116,9 +118,9 @@ def test_the_cell_count_says_where_b_is_worse() -> None:
     units = list(itertools.product(outcomes, range(2)))
     scores = {f"m{j}": {(cell, r): {"harm": float(outcomes[cell][j])} for cell, r in units} for j in range(2)}
     data = ModelScores(("m0", "m1"), scores, {u: f"{u[0]}-{u[1]}" for u in units}, {u: u[0] for u in units})
-    (row,) = compare_models(data, HEAD, seed=0, n_boot=0, min_pairs=1)["cells"]
-    assert (row["cells"], row["b_worse"], row["b_better"]) == (4, 2, 1)
-    assert row["p"] == pytest.approx(stats.binomtest(2, 3).pvalue)
+    (row,) = compare_models(data, HEAD, seed=0, n_boot=0, min_pairs=1).cells
+    assert (row.cells, row.b_worse, row.b_better) == (4, 2, 1)
+    assert row.p == pytest.approx(stats.binomtest(2, 3).pvalue)
 
 
 def test_reply_length_and_the_headline_are_correlated_across_tutors() -> None:
