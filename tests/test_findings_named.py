@@ -21,7 +21,7 @@ from engine.report._blocks import FINDING_MARK, Block, Section, Table, tables_of
 from engine.report._console import console_blocks
 from engine.report._html_blocks import html_blocks
 from engine.report._markdown import markdown_blocks
-from engine.report._models import _forest, _pairs_table
+from engine.report._models import _forest, _pairs_table, typed_comparison
 from engine.report._upgrade import upgrade_summary
 from engine.stats._contrast import FAMILY_NAMES, WITHIN_NAME
 from judges.fairness_summary import FairnessSummarizer
@@ -108,5 +108,6 @@ def test_tutor_pairs_marked_as_findings_show_their_family_p() -> None:
     old = json.loads((ROOT / "tests" / "old_summaries" / "models_comparison.json").read_text(encoding="utf-8"))
     comparison = upgrade_summary(old)["models"]["comparison"]
     comparison["pairs"] = [{**row, "finding": row["p_family"] is not None} for row in comparison["pairs"]]
-    blocks = [_pairs_table(comparison), *_forest(comparison)]
+    typed = typed_comparison(comparison)
+    blocks = [_pairs_table(typed), *_forest(typed)]
     assert assert_findings_named(blocks) >= sum(row["finding"] for row in comparison["pairs"]) > 0

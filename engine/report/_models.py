@@ -45,12 +45,10 @@ from engine.report._summarizer import with_protocol
 from engine.report._upgrade import upgrade_summary
 from engine.stats._families import format_p
 from engine.stats._models import (
-    CellCount,
     Headline,
-    LeaderboardRow,
     ModelScores,
-    OmnibusRow,
     TutorAssociation,
+    TutorComparison,
     TutorPair,
     compare_models,
 )
@@ -202,34 +200,33 @@ def _num(value: float | None) -> str:
     return format_fixed(value, 3)
 
 
-def _leaderboard(comparison: Mapping[str, Any], balance: Mapping[str, Any]) -> list[Block]:
-    head = comparison["headline"]
-    better = "lower" if head["lower_is_better"] else "higher"
+def _leaderboard(comparison: TutorComparison, balance: Mapping[str, Any]) -> list[Block]:
+    head = comparison.headline
+    better = "lower" if head.lower_is_better else "higher"
     rows = []
-    for row in map(LeaderboardRow.model_validate, comparison["leaderboard"]):
+    for row in comparison.leaderboard:
         rank = str(row.rank_low) if row.rank_low == row.rank_high else f"{row.rank_low}-{row.rank_high}"
         tied = ", ".join(row.tied_with) or "–"
         rows.append((rank, row.model, _num(row.mean), format_interval(row.ci_low, row.ci_high, 3), tied))
     table = Table(
-        ("rank", "tutor", head["metric"], "95% CI", "tied with"),
+        ("rank", "tutor", head.metric, "95% CI", "tied with"),
         tuple(rows),
-        title=f"Leaderboard: {head['metric']} ({better} is better)",
+        title=f"Leaderboard: {head.metric} ({better} is better)",
         left=("tutor", "tied with"),
     )
     counts = ", ".join(f"{label} {b['ok']}/{b['planned']}" for label, b in balance.items())
-    units = comparison["complete_units"]
+    units = comparison.complete_units
     note = (
         f"Rank intervals: 95% from a bootstrap over items on the {units} units every tutor played; tutors whose "
         f"intervals overlap are tied. Episodes ok per tutor: {counts}."
     )
     blocks: list[Block] = [table, Note(note, console=True)]
-    length = comparison.get("length_vs_headline")
-    if length:
-        found = TutorAssociation.model_validate(length)
+    found = comparison.length_vs_headline
+    if found:
         blocks.append(
             Note(
                 f"Across the {found.tutors} tutors, Spearman's ρ between mean reply length (words) and "
-                f"{head['metric']}: {_rho_interval(found)}{_readable(found)}.",
+                f"{head.metric}: {_rho_interval(found)}{_readable(found)}.",
                 console=True,
             )
         )
@@ -261,11 +258,16 @@ def _rho_interval(found: TutorAssociation) -> str:
     return f"{format_estimate(rho, low, high, signed=True)} (95%, bootstrap over items)"
 
 
-def _pairs(comparison: Mapping[str, Any], *, findings_only: bool = False) -> list[TutorPair]:
-    return [row for row in map(TutorPair.model_validate, comparison["pairs"]) if row.finding or not findings_only]
+def typed_comparison(found: Mapping[str, Any]) -> TutorComparison:
+    """summary.json's `comparison` as the type `compare_models` returned; `by_level` is the report's own."""
+    return TutorComparison.model_validate({key: value for key, value in found.items() if key != "by_level"})
 
 
-def _pairs_table(comparison: Mapping[str, Any], *, findings_only: bool = False) -> Table:
+def _pairs(comparison: TutorComparison, *, findings_only: bool = False) -> list[TutorPair]:
+    return [row for row in comparison.pairs if row.finding or not findings_only]
+
+
+def _pairs_table(comparison: TutorComparison, *, findings_only: bool = False) -> Table:
     rows = []
     findings: list[bool] = []
     for row in _pairs(comparison, findings_only=findings_only):
@@ -277,15 +279,15 @@ def _pairs_table(comparison: Mapping[str, Any], *, findings_only: bool = False) 
         verdict = "finding" if row.finding else ("gated" if row.gated else "–")
         rows.append((row.metric, f"{row.a} − {row.b}", diff, interval, effect, format_p(row.p_family), verdict))
         findings.append(row.finding)
-    family = comparison["family"]
+    family = comparison.family
     return Table(
         ("metric", "pair", "mean diff", "95% CI", "r", "p (BH)", "verdict"),
         tuple(rows),
         title="Pairwise differences (paired on units)",
         caption=(
-            f"Wilcoxon signed-rank per pair, rank-biserial r; Benjamini–Hochberg over all {family['size']} pairs × "
-            f"metrics at q = {family['q']}; a pair whose metric's omnibus test does not pass is gated. "
-            f"{family['findings']} findings."
+            f"Wilcoxon signed-rank per pair, rank-biserial r; Benjamini–Hochberg over all {family.size} pairs × "
+            f"metrics at q = {family.q}; a pair whose metric's omnibus test does not pass is gated. "
+            f"{family.findings} findings."
         ),
         findings=tuple(findings),
         decided_by="p (BH)",
@@ -294,10 +296,10 @@ def _pairs_table(comparison: Mapping[str, Any], *, findings_only: bool = False) 
     )
 
 
-def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
+def _omnibus_table(comparison: TutorComparison) -> Table:
     rows = tuple(
         (row.metric, row.test or "–", row.n, format_fixed(row.statistic), format_p(row.p), format_p(row.p_family))
-        for row in map(OmnibusRow.model_validate, comparison["omnibus"])
+        for row in comparison.omnibus
     )
     return Table(
         ("metric", "test", "units", "χ²", "p", "p (BH)"),
@@ -308,12 +310,11 @@ def _omnibus_table(comparison: Mapping[str, Any]) -> Table:
     )
 
 
-def _cells_table(comparison: Mapping[str, Any]) -> Table:
+def _cells_table(comparison: TutorComparison) -> Table:
     rows = tuple(
-        (f"{row.a} → {row.b}", row.cells, row.b_worse, row.b_better, format_p(row.p))
-        for row in map(CellCount.model_validate, comparison["cells"])
+        (f"{row.a} → {row.b}", row.cells, row.b_worse, row.b_better, format_p(row.p)) for row in comparison.cells
     )
-    head = comparison["headline"]["metric"]
+    head = comparison.headline.metric
     return Table(
         ("A → B", "cells", "B worse", "B better", "sign test p"),
         rows,
@@ -323,7 +324,7 @@ def _cells_table(comparison: Mapping[str, Any]) -> Table:
     )
 
 
-def _forest(comparison: Mapping[str, Any]) -> list[Block]:
+def _forest(comparison: TutorComparison) -> list[Block]:
     findings = _pairs(comparison, findings_only=True)
     if not findings:
         return [Note("No pairwise difference between tutors is a finding after the family correction.", console=True)]
@@ -344,11 +345,11 @@ def _forest(comparison: Mapping[str, Any]) -> list[Block]:
     ]
 
 
-def _heatmaps(comparison: Mapping[str, Any]) -> list[Block]:
-    head = comparison["headline"]["metric"]
-    labels = comparison["labels"]
+def _heatmaps(comparison: TutorComparison, by_level: Mapping[str, Any]) -> list[Block]:
+    head = comparison.headline.metric
+    labels = comparison.labels
     blocks: list[Block] = []
-    for factor, levels in comparison.get("by_level", {}).items():
+    for factor, levels in by_level.items():
         names = tuple(levels)
         values = tuple(tuple(levels[level][label] for level in names) for label in labels)
         numbers = Table(
@@ -369,7 +370,7 @@ def _heatmaps(comparison: Mapping[str, Any]) -> list[Block]:
                 ylabel="tutor",
                 colorbar=head,
                 cells=tuple(tuple(_num(v) for v in row) for row in values),
-                cmap="Reds" if comparison["headline"]["lower_is_better"] else "Blues",
+                cmap="Reds" if comparison.headline.lower_is_better else "Blues",
             )
         )
     return blocks
@@ -409,13 +410,16 @@ class ModelsView:
     def blocks(self, summary: Mapping[str, Any]) -> list[Block]:
         summary = upgrade_summary(summary)  # a study written before the typed contrast rows reads the same
         models = summary["models"]
-        comparison = models["comparison"]
-        head = comparison["headline"]["metric"]
+        found = models["comparison"]
+        comparison = typed_comparison(found)
+        head = comparison.headline.metric
         compared = Section(
             "Tutors compared",
             (
                 Section("Leaderboard", tuple(_leaderboard(comparison, models["balance"])), key="leaderboard"),
-                Section(f"{head} by tutor", tuple(_heatmaps(comparison)), key="model-heatmaps"),
+                Section(
+                    f"{head} by tutor", tuple(_heatmaps(comparison, found.get("by_level", {}))), key="model-heatmaps"
+                ),
                 Section(
                     "Differences between tutors",
                     (_omnibus_table(comparison), _pairs_table(comparison), *_forest(comparison)),

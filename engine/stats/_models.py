@@ -137,9 +137,10 @@ class TutorAssociation(BaseModel):
     high: float | None
     tutors: int
     units: int
-    p: float | None
-    min_p: float | None
-    readable: bool
+    p: float | None = None
+    min_p: float | None = None
+    readable: bool = False
+    """Summaries written before the exact p have none of these three."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine import SUMMARIZERS, BlockSummarizer, ContrastRow, format_p
-from engine.report._models import _omnibus_table, _pairs_table
+from engine.report._models import _omnibus_table, _pairs_table, typed_comparison
 from engine.report._upgrade import upgrade_summary
 
 OLD = Path(__file__).resolve().parents[3] / "tests" / "old_summaries"
@@ -76,11 +76,11 @@ def test_fairness_s_old_p_adjusted_is_the_family_p() -> None:
 def test_an_old_tutor_comparison_renders_with_its_verdicts() -> None:
     old = _old("models_comparison")
     comparison = upgrade_summary(old)["models"]["comparison"]
-    pairs = _pairs_table(comparison)
+    pairs = _pairs_table(typed_comparison(comparison))
     was = [row for row in old["models"]["comparison"]["pairs"] if row["status"] == "ok"]
     assert pairs.findings == tuple(row["violation"] for row in was)
     assert [row[5] for row in pairs.rows] == [f"{row['p_family']:.3f}" for row in was]
-    omnibus = _omnibus_table(comparison)
+    omnibus = _omnibus_table(typed_comparison(comparison))
     assert [row[5] for row in omnibus.rows] == [
         format_p(row["p_adjusted"]) for row in old["models"]["comparison"]["omnibus"]
     ]
