@@ -7,7 +7,6 @@ report-casebench.png and report-remath.png.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,27 +18,15 @@ import engine
 from engine.core._records import EpisodeRecord
 from engine.report._page import select_transcripts
 from engine.report._rebuild import REPORT_HTML, write_report
+from tests.browser import CHROMIUM, FLAGS, needs_chromium, open_page
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[dev]')")
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = Path(os.environ.get("SIMRUN_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "tests" / "artifacts"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PLANTED = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium)"
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +76,7 @@ def browser(report: Path, kind_reports: dict[str, Path]) -> Iterator[Any]:
 @pytest.fixture
 def page(report: Path, browser: Any) -> Iterator[Any]:
     """A fresh tab on the report; `report` comes first: the run needs an event loop Playwright's would block."""
-    context = browser.new_context(viewport={"width": 1280, "height": 1400})
-    opened = context.new_page()
-    problems: list[str] = []
-    requests: list[str] = []
-    opened.on(
-        "console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None
-    )
-    opened.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    opened.on("request", lambda r: requests.append(r.url))
-    opened.goto(report.as_uri())
-    opened.wait_for_load_state("load")
+    context, opened, problems, requests = open_page(browser, report)
     yield opened
     context.close()
     assert problems == []
@@ -173,15 +150,7 @@ def test_cases_and_remath_reports_render_and_filter(name: str, kind_reports: dic
     """The cases and ReMath sections draw their plots and tables, and their verdicts filter the episodes."""
     _, plots_expected, table_id, rows, verdict = KINDS[name]
     report = kind_reports[name]
-    context = browser.new_context(viewport={"width": 1280, "height": 1400})
-    opened = context.new_page()
-    problems: list[str] = []
-    requests: list[str] = []
-    opened.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
-    opened.on("pageerror", lambda e: problems.append(str(e)))
-    opened.on("request", lambda r: requests.append(r.url))
-    opened.goto(report.as_uri())
-    opened.wait_for_load_state("load")
+    context, opened, problems, requests = open_page(browser, report)
     plots = opened.locator("svg.plot-svg")
     assert plots.count() == plots_expected
     for index in range(plots_expected):

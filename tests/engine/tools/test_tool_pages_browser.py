@@ -7,7 +7,6 @@ git): compare.png and loadtest.png.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,18 +18,15 @@ import engine
 from engine.cli._main import main
 from engine.report._blocks import FINDING_MARK
 from engine.tools.serve._server import LoopbackServer, ServeOptions
+from tests.browser import CHROMIUM, FLAGS, needs_chromium, open_page
 from tests.helpers import make_scenario, write_bank
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[dev]')")
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = Path(os.environ.get("SIMRUN_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = ROOT / "tests" / "artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium)"
-)
+pytestmark = needs_chromium
 
 
 def _run(base: Path, name: str, *, leak: float) -> Path:
@@ -66,19 +62,6 @@ def browser(pages: dict[str, Path]) -> Iterator[Any]:
         launched.close()
 
 
-def _open(browser: Any, path: Path) -> tuple[Any, Any, list[str], list[str]]:
-    context = browser.new_context(viewport={"width": 1280, "height": 1400})
-    opened = context.new_page()
-    problems: list[str] = []
-    requests: list[str] = []
-    opened.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
-    opened.on("pageerror", lambda e: problems.append(str(e)))
-    opened.on("request", lambda r: requests.append(r.url))
-    opened.goto(path.as_uri())
-    opened.wait_for_load_state("load")
-    return context, opened, problems, requests
-
-
 # page: (plots, the table whose rows are checked, the least rows it has)
 EXPECTED = {"compare": (1, "tbl-contrasts", 4), "loadtest": (2, "tbl-latency", 3)}
 
@@ -86,7 +69,7 @@ EXPECTED = {"compare": (1, "tbl-contrasts", 4), "loadtest": (2, "tbl-latency", 3
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_tool_pages_draw_their_plots_and_tables(name: str, pages: dict[str, Path], browser: Any) -> None:
     plots_expected, table_id, rows = EXPECTED[name]
-    context, opened, problems, requests = _open(browser, pages[name])
+    context, opened, problems, requests = open_page(browser, pages[name])
     plots = opened.locator("svg.plot-svg")
     assert plots.count() == plots_expected
     for index in range(plots_expected):
@@ -104,7 +87,7 @@ def test_tool_pages_draw_their_plots_and_tables(name: str, pages: dict[str, Path
 
 def test_compare_marks_its_findings_in_the_page(pages: dict[str, Path], browser: Any) -> None:
     """A low- against a high-leak tutor: at least one contrast is a finding, highlighted and marked in the table."""
-    context, opened, _, _ = _open(browser, pages["compare"])
+    context, opened, _, _ = open_page(browser, pages["compare"])
     flagged = opened.locator("#tbl-contrasts tbody tr.violation")
     assert flagged.count() > 0 and flagged.first.locator("td").first.inner_text().startswith(FINDING_MARK)
     context.close()
