@@ -92,7 +92,7 @@ from .stats._agreement import JudgeAgreement, VotedUnit, agreement, judge_agreem
 from .stats._contrast import ContrastRow, family_caption
 from .stats._families import adjust_p, contrast_rows, correct_family, format_effect, format_p, omnibus_row
 from .stats._models import spearman_across_models
-from .stats._null import NULL_DRAWS, label_permutations, null_reference, rank_biserial_rows
+from .stats._null import NULL_DRAWS, NullReference, label_permutations, null_reference, rank_biserial_rows
 from .stats._paired import (
     MEANINGFUL_R,
     MIN_PAIRS,
@@ -180,6 +180,7 @@ __all__ = [
     "NULL_DRAWS",
     "N_BOOT",
     "Note",
+    "NullReference",
     "PROTOCOLS",
     "PROVIDERS",
     "ProviderError",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from engine import ContrastRow
+from engine import ContrastRow, NullReference
 
 __all__ = (
     "Aggregate",
@@ -67,17 +67,11 @@ class LevelMeans(BaseModel):
     levels: dict[str, float | None]
 
 
-class NullRef(BaseModel):
-    """A mean |r| beside its value with no effect (`judges.fairness_null`: within-item label permutations)."""
+class NullRef(NullReference):
+    """A mean |r| beside its value with no effect (`judges.fairness_null`: within-item label permutations), with
+    what the report reads off it."""
 
     model_config = _STRICT
-    observed: float
-    null_mean: float
-    null_low: float
-    null_high: float
-    p_larger: float
-    """Permutation p of "larger than the null"."""
-    draws: int
     resolves_meaningful: bool
     """The null's 95% range lies below 0.10: this mean could show EduFair's |r| ≥ 0.10 mark."""
     meaningful: bool

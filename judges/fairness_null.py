@@ -141,7 +141,7 @@ def _reference(observed: float | None, null: FloatArray | None) -> NullRef | Non
     found = null_reference(observed, null)
     resolves = found.null_high < MEANINGFUL_R
     return NullRef(
-        **dict(found),
+        **found.model_dump(),
         resolves_meaningful=resolves,
         meaningful=resolves and observed >= MEANINGFUL_R,
         p_family=None,
